@@ -1,0 +1,40 @@
+"""The built-in conformance suite: ``catalog.yaml`` expanded by ``families.py``."""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pytest_xtc.cases import Case, Schedule
+from pytest_xtc.conformance.families import FAMILIES
+
+CATALOG = Path(__file__).with_name("catalog.yaml")
+SUITE_MODULE = Path(__file__).with_name("test_conformance.py")
+
+
+def _build(family: str, params: Any, dtype: str):  # type: ignore[no-untyped-def]
+    build = FAMILIES[family]
+    if isinstance(params, dict):
+        return build(**params, dtype=dtype)
+    return build(*params, dtype=dtype)
+
+
+@cache
+def builtin_cases() -> tuple[Case, ...]:
+    """Every built-in case, in a stable order (xdist workers must agree on it)."""
+    catalog = yaml.safe_load(CATALOG.read_text())
+    cases: list[Case] = []
+    for family, spec in catalog["families"].items():
+        schedules = [Schedule.from_data(n, steps) for n, steps in spec["schedules"].items()]
+        for dtype in catalog["dtypes"]:
+            for params in spec["shapes"]:
+                graph, shape = _build(family, params, dtype)
+                cases += [Case(family, dtype, shape, sched, graph) for sched in schedules]
+        exact_schedules = schedules[:2]
+        for params in spec.get("exact", ()):
+            graph, shape = _build(family, params, "float32")
+            cases += [Case(family, "float32", shape, s, graph, "exact") for s in exact_schedules]
+    return tuple(cases)

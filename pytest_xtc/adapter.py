@@ -1,0 +1,192 @@
+"""The target adapter interface: what a compilation target must provide to be certified.
+
+An adapter is found through the ``pytest_xtc.targets`` entry-point group. The entry point
+names a factory (usually the adapter class) called with a :class:`TargetSpec`. Adapters
+must import nothing heavy at module import time: ``probe()`` is where toolchains are looked
+for, and it never raises.
+"""
+
+from __future__ import annotations
+
+import enum
+import inspect
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from pytest_xtc.cases import Case
+
+
+class Tier(str, enum.Enum):
+    """How far a target can go on this machine."""
+
+    EXECUTE = "available"  # compile and run, results checked against numpy
+    COMPILE_ONLY = "compile-only"  # compile and inspect the artifact, nothing runs
+    UNAVAILABLE = "unavailable"  # nothing can be done here; the reason says why
+
+
+@dataclass(frozen=True)
+class Probe:
+    """The answer of :meth:`TargetAdapter.probe`: a tier, why, and the tools found."""
+
+    tier: Tier
+    reason: str = ""
+    versions: Mapping[str, str] = field(default_factory=dict)
+    device: str = ""  # identity of the device used, when there is one
+
+    @property
+    def can_compile(self) -> bool:
+        return self.tier is not Tier.UNAVAILABLE
+
+    @property
+    def can_run(self) -> bool:
+        return self.tier is Tier.EXECUTE
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What an adapter declares it supports. A case outside these is *not supported*."""
+
+    ops: frozenset[str]
+    dtypes: frozenset[str] = frozenset({"float32", "float64"})
+    placements: frozenset[str] = frozenset({"host"})  # "host" and/or "device"
+    schedules: frozenset[str] | None = None  # schedule primitives; None means all
+
+    def missing(self, case: Case) -> str | None:
+        """Why ``case`` is outside these capabilities, or None when it is inside."""
+        absent_ops = sorted(set(case.ops) - self.ops)
+        if absent_ops:
+            return f"op {', '.join(absent_ops)} not supported"
+        if case.dtype not in self.dtypes:
+            return f"dtype {case.dtype} not supported"
+        used = set(case.placement.values()) if case.placement else {"host"}
+        absent_places = sorted(used - self.placements)
+        if absent_places:
+            return f"placement on {', '.join(absent_places)} not supported"
+        if self.schedules is not None:
+            absent = sorted(set(case.schedule.primitives) - self.schedules)
+            if absent:
+                return f"schedule primitive {', '.join(absent)} not supported"
+        return None
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    """A command-line option an adapter adds, as ``--xtc-<name>`` (env var ``env``)."""
+
+    name: str
+    help: str
+    env: str | None = None
+    choices: Sequence[str] | None = None
+
+
+@dataclass(frozen=True)
+class TargetSpec:
+    """How a target was selected: ``nvgpu[1]`` is base ``nvgpu`` with ordinal 1."""
+
+    name: str
+    base: str
+    ordinal: int | None = None
+    options: Mapping[str, str | None] = field(default_factory=dict)
+
+
+@dataclass
+class Artifact:
+    """A compiled case. ``handle`` is adapter-private (an XTC module, for instance)."""
+
+    directory: Path
+    handle: Any = None
+    files: list[Path] = field(default_factory=list)
+    notes: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class RunResult:
+    """Outputs written in place by the kernel, and the kernel's times in seconds."""
+
+    times: list[float] = field(default_factory=list)
+
+
+class TargetAdapter(ABC):
+    """One compilation target. Subclasses live in ``targets/``, one file each."""
+
+    #: Options this adapter adds to pytest and to ``xtc-conformance``.
+    options: Sequence[OptionSpec] = ()
+
+    def __init__(self, spec: TargetSpec) -> None:
+        self.spec = spec
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @abstractmethod
+    def probe(self) -> Probe:
+        """Find what this machine has for this target. Never raises."""
+
+    def status(self) -> Probe:
+        """``probe()``, computed once; a probe that raises anyway counts as unavailable."""
+        cached: Probe | None = getattr(self, "_status", None)
+        if cached is None:
+            try:
+                cached = self.probe()
+            except Exception as exc:
+                cached = Probe(Tier.UNAVAILABLE, f"probe raised {type(exc).__name__}: {exc}")
+            self._status = cached
+        return cached
+
+    @abstractmethod
+    def capabilities(self) -> Capabilities:
+        """The ops, dtypes, placements and schedule primitives this target supports."""
+
+    @abstractmethod
+    def compile(self, case: Case, workdir: Path) -> Artifact:
+        """Compile ``case`` into an artifact whose files all lie inside ``workdir``."""
+
+    def check_artifact(self, case: Case, artifact: Artifact) -> None:
+        """Compile-only tier: raise AssertionError when the artifact is not what it claims."""
+
+    @abstractmethod
+    def run(
+        self, artifact: Artifact, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]
+    ) -> RunResult:
+        """Run ``artifact``; write results into ``outputs`` in place."""
+
+    def expectations_file(self) -> Path | None:
+        """This target's expected failures: ``<adapter module>.expectations.yaml`` beside
+        the module that defines the adapter class, when it exists."""
+        path = Path(inspect.getfile(type(self))).with_suffix(".expectations.yaml")
+        return path if path.is_file() else None
+
+    def lock_key(self) -> str | None:
+        """Name of the physical device this target uses, for cross-process locking."""
+        return None
+
+    def time_limits(self) -> tuple[float, float]:
+        """Seconds allowed for (compile, run) of one case; simulators need more."""
+        return (120.0, 60.0)
+
+
+class BrokenAdapter(TargetAdapter):
+    """Stands in for an adapter whose import or construction failed."""
+
+    def __init__(self, spec: TargetSpec, error: str) -> None:
+        super().__init__(spec)
+        self.error = error
+
+    def probe(self) -> Probe:
+        return Probe(Tier.UNAVAILABLE, f"adapter failed to load: {self.error}")
+
+    def capabilities(self) -> Capabilities:
+        return Capabilities(ops=frozenset())
+
+    def compile(self, case: Case, workdir: Path) -> Artifact:
+        raise RuntimeError(self.error)
+
+    def run(self, artifact, inputs, outputs):  # type: ignore[no-untyped-def]
+        raise RuntimeError(self.error)

@@ -1,0 +1,236 @@
+"""The pytest plugin: options, the parametrization of the suite, outcomes, the summary.
+
+Everything else lives in the pytest-free core (registry, cases, runner, reference).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_xtc import expectations, registry
+from pytest_xtc.adapter import TargetAdapter
+from pytest_xtc.cases import DEVICE, Case, CaseFileError, check_unique, load_case_paths, placements
+from pytest_xtc.runner import Outcome, Status, run_case
+
+ENV_TARGETS = "XTC_TEST_TARGETS"
+OUTCOME_KEY = "xtc_outcome"
+_adapters_key = pytest.StashKey[list[TargetAdapter]]()
+_cases_key = pytest.StashKey[list[Case]]()
+
+
+def _option_dest(name: str) -> str:
+    return "xtc_" + name.replace("-", "_")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("xtc", "XTC conformance")
+    group.addoption(
+        "--xtc-target", dest="xtc_target", default=None, metavar="NAME[,NAME...]",
+        help=f"targets to certify: names, NAME[ORDINAL], 'all' or 'auto' "
+        f"(env {ENV_TARGETS}, ini xtc_targets; default {registry.DEFAULT_SELECTION})",
+    )
+    group.addoption(
+        "--xtc-strict", action="store_true", default=False,
+        help="a case skipped because this machine cannot run its target fails instead",
+    )
+    group.addoption(
+        "--xtc-list-targets", action="store_true", default=False,
+        help="list every registered target with its status, reason and versions, then exit",
+    )
+    group.addoption(
+        "--xtc-cases", action="append", default=[], metavar="PATH",
+        help="also run the case files in PATH (an XTC graph YAML, or a directory of them)",
+    )
+    group.addoption(
+        "--xtc-ignore-expectations", action="store_true", default=False,
+        help="ignore the targets' expected-failure files (as a certification run does)",
+    )
+    group.addoption(
+        "--xtc-seed", type=int, default=0, metavar="N",
+        help="base seed of the random inputs (each case derives its own; default 0)",
+    )
+    for option in registry.adapter_options():
+        group.addoption(
+            f"--xtc-{option.name}", dest=_option_dest(option.name), default=None,
+            choices=option.choices,
+            help=option.help + (f" (env {option.env})" if option.env else ""),
+        )
+    parser.addini("xtc_targets", "default XTC targets to certify", default=None)
+
+
+def _selection(config: pytest.Config) -> tuple[str, bool]:
+    """The target selection and whether the user made it explicitly."""
+    chosen = config.getoption("xtc_target") or os.environ.get(ENV_TARGETS)
+    if chosen:
+        return chosen, True
+    return config.getini("xtc_targets") or registry.DEFAULT_SELECTION, False
+
+
+def adapter_settings(config: pytest.Config) -> dict[str, str | None]:
+    """Values of the adapters' own options (option, else env var)."""
+    settings: dict[str, str | None] = {}
+    for option in registry.adapter_options():
+        value = config.getoption(_option_dest(option.name), None)
+        if value is None and option.env:
+            value = os.environ.get(option.env)
+        settings[option.name] = value
+    return settings
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> int | None:
+    if not config.getoption("xtc_list_targets"):
+        return None
+    from pytest_xtc.listing import format_targets
+
+    adapters = registry.resolve("all", adapter_settings(config))
+    print(format_targets(adapters))
+    return 0
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "xtc: a conformance case of the XTC suite")
+    selection, explicit = _selection(config)
+    try:
+        config.stash[_adapters_key] = registry.resolve(selection, adapter_settings(config))
+        user_cases = load_case_paths(config.getoption("xtc_cases"))
+        check_unique(user_cases)
+    except (registry.SelectionError, CaseFileError) as exc:
+        raise pytest.UsageError(str(exc)) from None
+    config.stash[_cases_key] = user_cases
+    config.pluginmanager.register(OutcomeCollector(), "xtc-outcomes")
+    if explicit or user_cases:
+        _collect_suite(config)
+
+
+def _collect_suite(config: pytest.Config) -> None:
+    """Make sure the suite module is collected when targets are chosen explicitly."""
+    from pytest_xtc.conformance import SUITE_MODULE
+
+    suite = SUITE_MODULE.resolve()
+    root = config.invocation_params.dir
+    for arg in config.args:
+        path = (root / arg.split("::")[0]).resolve()
+        if suite == path or path in suite.parents:
+            return
+    config.args.append(str(suite))
+
+
+def cases_for(adapter: TargetAdapter, cases: list[Case]) -> list[Case]:
+    """The cases a target runs: each case in every placement it supports."""
+    try:
+        on_device = DEVICE in adapter.capabilities().placements
+    except Exception:  # the case itself will report the broken adapter
+        on_device = False
+    if not on_device:
+        return cases
+    return [case.place(p) for case in cases for p in placements(case.graph)]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "xtc_case" not in metafunc.fixturenames:
+        return
+    from pytest_xtc.conformance import builtin_cases
+
+    config = metafunc.config
+    cases = [*builtin_cases(), *config.stash[_cases_key]]
+    params = [
+        pytest.param(adapter, case, id=f"{adapter.name}-{case.id}", marks=pytest.mark.xtc)
+        for adapter in config.stash[_adapters_key]
+        for case in cases_for(adapter, cases)
+    ]
+    metafunc.parametrize(("xtc_adapter", "xtc_case"), params)
+
+
+@pytest.fixture
+def xtc_outcome(
+    request: pytest.FixtureRequest, xtc_adapter: TargetAdapter, xtc_case: Case, tmp_path: Path
+) -> Outcome:
+    """Runs the case on the target; the outcome also reaches reports."""
+    seed = request.config.getoption("xtc_seed")
+    outcome = run_case(xtc_adapter, xtc_case, tmp_path, seed)
+    request.node.user_properties.append((OUTCOME_KEY, outcome.to_dict()))
+    return outcome
+
+
+def rerun_command(config: pytest.Config, nodeid: str, target: str) -> str:
+    """One command line that runs this case alone, with the same inputs."""
+    parts = ["pytest", f"--xtc-target={target}", f"--xtc-seed={config.getoption('xtc_seed')}"]
+    parts += [f"--xtc-cases={p}" for p in config.getoption("xtc_cases")]
+    parts += [f"--xtc-{k}={v}" for k, v in adapter_settings(config).items() if v is not None]
+    return shlex.join([*parts, nodeid])
+
+
+def _expectation(request: pytest.FixtureRequest, adapter: TargetAdapter, case_id: str):  # type: ignore[no-untyped-def]
+    if request.config.getoption("xtc_ignore_expectations"):
+        return None
+    path = adapter.expectations_file()
+    if path is None:
+        return None
+    try:
+        return expectations.find(expectations.load(path), case_id)
+    except expectations.ExpectationFileError as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+def conclude(request: pytest.FixtureRequest, adapter: TargetAdapter, outcome: Outcome) -> None:
+    """Turn an outcome into pytest's pass, skip, expected failure or failure."""
+    case_id = outcome.case
+    expected = None
+    if outcome.status in (Status.PASSED, Status.FAILED):
+        expected = _expectation(request, adapter, case_id)
+    if outcome.status is Status.PASSED:
+        if expected is not None:
+            pytest.fail(
+                f"unexpected pass: remove the entry {expected.pattern!r} "
+                f"(line {expected.line}) from {adapter.expectations_file()}", pytrace=False,
+            )
+        return
+    if (
+        outcome.status is Status.FAILED
+        and expected is not None
+        and expected.phase == expectations.outcome_phase(outcome.phase)
+    ):
+        pytest.xfail(f"expected {expected.phase} failure: {expected.reason} ({expected.url})")
+    if outcome.status is Status.NOT_SUPPORTED:
+        pytest.skip(f"not supported: {outcome.message}")
+    if outcome.status is Status.SKIPPED:
+        if request.config.getoption("xtc_strict"):
+            pytest.fail(f"--xtc-strict: cannot run here: {outcome.message}", pytrace=False)
+        pytest.skip(outcome.message)
+    rerun = rerun_command(request.config, request.node.nodeid, outcome.target)
+    pytest.fail(f"[{outcome.phase}] {outcome.message}\nrerun alone: {rerun}", pytrace=False)
+
+
+class OutcomeCollector:
+    """Gathers the outcomes of every case (from xdist workers too) for the summary."""
+
+    def __init__(self) -> None:
+        self.results: list[dict[str, Any]] = []
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when != "call":
+            return
+        self.results += [value for key, value in report.user_properties if key == OUTCOME_KEY]
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if not self.results:
+            return
+        by_target: dict[str, Counter[str]] = defaultdict(Counter)
+        reasons: dict[str, Counter[str]] = defaultdict(Counter)
+        for result in self.results:
+            by_target[result["target"]][result["status"]] += 1
+            if result["status"] in (Status.SKIPPED.value, Status.NOT_SUPPORTED.value):
+                reasons[result["target"]][f"{result['status']}: {result['message']}"] += 1
+        terminalreporter.write_sep("=", "XTC conformance")
+        for target, counts in sorted(by_target.items()):
+            line = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+            terminalreporter.write_line(f"{target}: {line}")
+            for reason, n in reasons[target].most_common():
+                terminalreporter.write_line(f"    {n} x {reason}")

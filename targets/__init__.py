@@ -1,0 +1,1 @@
+"""Built-in target adapters, one per file, registered under ``pytest_xtc.targets``."""

@@ -1,0 +1,82 @@
+"""``host``: XTC's MLIR backend lowered to LLVM IR and run on this CPU."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pytest_xtc import xtc_env
+from pytest_xtc.adapter import (
+    Artifact,
+    Capabilities,
+    Probe,
+    RunResult,
+    TargetAdapter,
+    Tier,
+)
+from pytest_xtc.cases import HOST, Case
+
+
+class HostTarget(TargetAdapter):
+    #: The ``target`` given to XTC's ``get_compiler``.
+    xtc_target = "llvmir"
+    #: Schedule primitives this target cannot take (None: all).
+    unsupported_primitives: frozenset[str] = frozenset()
+
+    def probe(self) -> Probe:
+        versions = xtc_env.versions()
+        try:
+            xtc_env.import_mlir_backend()
+        except Exception as exc:
+            return Probe(Tier.UNAVAILABLE, f"XTC's MLIR backend does not import: {exc}", versions)
+        return Probe(Tier.EXECUTE, "", versions, device="host CPU")
+
+    def capabilities(self) -> Capabilities:
+        primitives = _scheduler_primitives() - self.unsupported_primitives
+        return Capabilities(
+            ops=xtc_env.mlir_ops(), placements=frozenset({HOST}), schedules=primitives
+        )
+
+    def compile(self, case: Case, workdir: Path) -> Artifact:
+        module = xtc_env.compile_case(case, workdir, self.xtc_target)
+        return Artifact(workdir, module, sorted(workdir.iterdir()))
+
+    def run(
+        self, artifact: Artifact, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]
+    ) -> RunResult:
+        return evaluate(artifact.handle, inputs, outputs)
+
+
+def evaluate(
+    module: Any,
+    inputs: Sequence[np.ndarray],
+    outputs: Sequence[np.ndarray],
+    repeat: int = 1,
+    number: int = 1,
+    min_repeat_ms: int = 0,
+) -> RunResult:
+    """Run an XTC module through its evaluator; outputs and the kernel's view of its
+    inputs are copied back into the given arrays."""
+    from xtc.runtimes.types.ndarray import NDArray
+
+    nd_inputs = [NDArray(a) for a in inputs]
+    nd_outputs = [NDArray(a) for a in outputs]
+    evaluator = module.get_evaluator(
+        parameters=(nd_inputs, nd_outputs), repeat=repeat, number=number,
+        min_repeat_ms=min_repeat_ms,
+    )
+    times, code, error = evaluator.evaluate()
+    if code != 0:
+        raise RuntimeError(f"XTC evaluator returned code {code}: {error}")
+    for nd, array in zip([*nd_inputs, *nd_outputs], [*inputs, *outputs], strict=True):
+        nd.numpy(out=array)
+    return RunResult(times=[float(t) for t in times])
+
+
+def _scheduler_primitives() -> frozenset[str]:
+    from xtc.itf.schd.scheduler import Scheduler
+
+    return frozenset(n for n in vars(Scheduler) if not n.startswith("_") and n != "schedule")
