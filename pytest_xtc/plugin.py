@@ -65,11 +65,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def _selection(config: pytest.Config) -> tuple[str, bool]:
-    """The target selection and whether the user made it explicitly."""
-    chosen = config.getoption("xtc_target") or os.environ.get(ENV_TARGETS)
-    if chosen:
-        return chosen, True
-    return config.getini("xtc_targets") or registry.DEFAULT_SELECTION, False
+    """The target selection, and whether it was made (option, env var or ini) rather
+    than defaulted: only a made selection adds the suite to what pytest collects."""
+    chosen = (
+        config.getoption("xtc_target") or os.environ.get(ENV_TARGETS) or config.getini("xtc_targets")
+    )
+    return (chosen, True) if chosen else (registry.DEFAULT_SELECTION, False)
 
 
 def adapter_settings(config: pytest.Config) -> dict[str, str | None]:
@@ -122,6 +123,24 @@ def _collect_suite(config: pytest.Config) -> None:
     config.args.append(str(suite))
 
 
+class SuiteModule(pytest.Module):
+    """The suite's test module, imported under its package name whatever the import mode
+    (so no top-level ``conformance`` module appears, installed or editable)."""
+
+    def _getobj(self):  # type: ignore[no-untyped-def]
+        import importlib
+
+        return importlib.import_module("pytest_xtc.conformance.test_conformance")
+
+
+def pytest_pycollect_makemodule(module_path: Path, parent: pytest.Collector) -> pytest.Module | None:
+    from pytest_xtc.conformance import SUITE_MODULE
+
+    if module_path.resolve() == SUITE_MODULE.resolve():
+        return SuiteModule.from_parent(parent, path=module_path)
+    return None
+
+
 def cases_for(adapter: TargetAdapter, cases: list[Case]) -> list[Case]:
     """The cases a target runs: each case in every placement it supports."""
     try:
@@ -159,12 +178,12 @@ def xtc_outcome(
     return outcome
 
 
-def rerun_command(config: pytest.Config, nodeid: str, target: str) -> str:
-    """One command line that runs this case alone, with the same inputs."""
+def rerun_command(config: pytest.Config, name: str, target: str) -> str:
+    """One command line that runs this case alone, with the same inputs, from anywhere."""
     parts = ["pytest", f"--xtc-target={target}", f"--xtc-seed={config.getoption('xtc_seed')}"]
     parts += [f"--xtc-cases={p}" for p in config.getoption("xtc_cases")]
     parts += [f"--xtc-{k}={v}" for k, v in adapter_settings(config).items() if v is not None]
-    return shlex.join([*parts, nodeid])
+    return shlex.join([*parts, "-k", name])
 
 
 def _expectation(request: pytest.FixtureRequest, adapter: TargetAdapter, case_id: str):  # type: ignore[no-untyped-def]
@@ -204,7 +223,7 @@ def conclude(request: pytest.FixtureRequest, adapter: TargetAdapter, outcome: Ou
         if request.config.getoption("xtc_strict"):
             pytest.fail(f"--xtc-strict: cannot run here: {outcome.message}", pytrace=False)
         pytest.skip(outcome.message)
-    rerun = rerun_command(request.config, request.node.nodeid, outcome.target)
+    rerun = rerun_command(request.config, request.node.name, outcome.target)
     pytest.fail(f"[{outcome.phase}] {outcome.message}\nrerun alone: {rerun}", pytrace=False)
 
 

@@ -1,0 +1,115 @@
+"""Deliberately faulty variants of the host target: the suite must reject every one.
+
+Each compiles and runs real XTC kernels, then goes wrong in one known way. They prove
+that the checks can fail (``xtc-conformance selftest`` and the plugin's own tests).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from pytest_xtc import graphs
+from pytest_xtc.adapter import Artifact, RunResult, TargetSpec
+from pytest_xtc.cases import Case
+from pytest_xtc.targets.host import HostTarget
+
+
+class LastRowWrong(HostTarget):
+    """The last row of each output repeats the row above it (a tile-remainder bug)."""
+
+    def run(self, artifact: Artifact, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> RunResult:
+        result = super().run(artifact, inputs, outputs)
+        for out in outputs:
+            if out.ndim and out.shape[0] > 1:
+                out[-1] = out[-2]
+            elif out.ndim:
+                out[-1] = out[-1] * np.asarray(1.5, out.dtype)
+        return result
+
+
+class Float16Arithmetic(HostTarget):
+    """Inputs and results pass through float16, as if the kernel computed in half."""
+
+    def run(self, artifact: Artifact, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> RunResult:
+        halved = [a.astype(np.float16).astype(a.dtype) for a in inputs]
+        result = super().run(artifact, halved, outputs)
+        for out in outputs:
+            out[...] = out.astype(np.float16).astype(out.dtype)
+        return result
+
+
+class OutputNeverWritten(HostTarget):
+    """Compiles, but never runs the kernel: outputs keep whatever they held."""
+
+    def run(self, artifact: Artifact, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> RunResult:
+        return RunResult()
+
+
+class InputOverwritten(HostTarget):
+    """The kernel scribbles on its first input after computing."""
+
+    def run(self, artifact: Artifact, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> RunResult:
+        result = super().run(artifact, inputs, outputs)
+        inputs[0].flat[0] = inputs[0].flat[0] + np.asarray(1, inputs[0].dtype)
+        return result
+
+
+class TransposedOperand(HostTarget):
+    """The kernel reads its last input transposed (same memory, wrong layout)."""
+
+    def run(self, artifact: Artifact, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> RunResult:
+        last = inputs[-1]
+        swapped = np.ascontiguousarray(last.reshape(last.shape[::-1]).T) if last.ndim == 2 else last
+        return super().run(artifact, [*inputs[:-1], swapped], outputs)
+
+
+class ReluPassesNegatives(HostTarget):
+    """Every relu is compiled as a plain copy (a pad of width 0): negatives pass through."""
+
+    def compile(self, case: Case, workdir: Path) -> Artifact:
+        graph = copy.deepcopy(case.graph)
+        for node in graph["nodes"]:
+            if node["expr"]["op"]["name"] == "relu":
+                node["expr"]["op"] = {"name": "pad", "attrs": {"padding": {0: [0, 0]}}}
+        return super().compile(replace(case, graph=graph), workdir)
+
+
+class ConvIgnoresStride(HostTarget):
+    """conv2d computed with stride 1; the output keeps the first windows, not strided ones."""
+
+    def compile(self, case: Case, workdir: Path) -> Artifact:
+        graph = copy.deepcopy(case.graph)
+        for node in graph["nodes"]:
+            if node["expr"]["op"]["name"] == "conv2d":
+                node["expr"]["op"]["attrs"]["stride"] = [1, 1]
+        artifact = super().compile(replace(case, graph=graph), workdir)
+        artifact.handle = (artifact.handle, [o.shape for o in graphs.outputs(graph)])
+        return artifact
+
+    def run(self, artifact: Artifact, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> RunResult:
+        module, shapes = artifact.handle
+        full = [np.full(s, np.nan, dtype=o.dtype) for s, o in zip(shapes, outputs, strict=True)]
+        result = super().run(Artifact(artifact.directory, module), inputs, full)
+        for out, whole in zip(outputs, full, strict=True):
+            out[...] = whole[tuple(slice(0, n) for n in out.shape)]
+        return result
+
+
+FAULTS: dict[str, type[HostTarget]] = {
+    "last-row-wrong": LastRowWrong,
+    "float16": Float16Arithmetic,
+    "output-never-written": OutputNeverWritten,
+    "input-overwritten": InputOverwritten,
+    "transposed-operand": TransposedOperand,
+    "relu-passes-negatives": ReluPassesNegatives,
+    "conv-ignores-stride": ConvIgnoresStride,
+}
+
+
+def make(name: str) -> HostTarget:
+    return FAULTS[name](TargetSpec(f"faulty-{name}", f"faulty-{name}"))

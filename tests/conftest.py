@@ -1,0 +1,53 @@
+"""Helpers for the plugin's own tests: fake distributions that register adapters."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import pytest
+
+FAULTY = {
+    f"faulty-{name}": f"pytest_xtc.faults:{cls.__name__}"
+    for name, cls in __import__("pytest_xtc.faults", fromlist=["FAULTS"]).FAULTS.items()
+}
+
+
+def write_distribution(
+    root: Path, name: str, targets: Mapping[str, str], modules: Mapping[str, str] = {}
+) -> Path:
+    """A minimal installed distribution (dist-info + modules) under ``root``, registering
+    ``targets`` in the ``pytest_xtc.targets`` entry-point group, as a vendor package would."""
+    root.mkdir(parents=True, exist_ok=True)
+    info = root / f"{name}-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+    lines = ["[pytest_xtc.targets]", *(f"{k} = {v}" for k, v in targets.items())]
+    (info / "entry_points.txt").write_text("\n".join(lines) + "\n")
+    for module, source in modules.items():
+        (root / f"{module}.py").write_text(source)
+    return root
+
+
+@pytest.fixture
+def vendor(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Path]:
+    """Install a fake vendor distribution for subprocess runs (via PYTHONPATH)."""
+
+    def install(name: str, targets: Mapping[str, str], modules: Mapping[str, str] = {}) -> Path:
+        root = write_distribution(pytester.path / f"site-{name}", name, targets, modules)
+        paths = [str(root), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+        monkeypatch.setenv("PYTHONPATH", os.pathsep.join(paths))
+        return root
+
+    return install
+
+
+@pytest.fixture
+def run(pytester: pytest.Pytester) -> Callable[..., pytest.RunResult]:
+    """pytest in a subprocess, as a user runs it, from an empty directory, no terminal."""
+
+    def runner(*args: str) -> pytest.RunResult:
+        return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)  # stdin closed, no tty
+
+    return runner

@@ -1,0 +1,142 @@
+"""The plugin as users run it: options, selection, discovery, skips, strictness."""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+import pytest
+
+from tests.conftest import FAULTY
+
+FEW = "matmul-float32-13x11x7 or relu-float32-5x7 or conv2d-float32-1x9x9x3-3x3x8-s2-p1"
+
+UNAVAILABLE_ADAPTER = '''
+from pytest_xtc.adapter import Probe, Tier
+from pytest_xtc.targets.host import HostTarget
+
+class NoWidget(HostTarget):
+    def probe(self):
+        return Probe(Tier.UNAVAILABLE, "no widget attached (set WIDGET_DIR)")
+'''
+
+
+def test_list_targets_shows_every_registered_target(run) -> None:
+    result = run("--xtc-list-targets")
+    assert result.ret == 0
+    rows = {line.split()[0]: line for line in result.outlines if line and line[0].isalpha()}
+    for name in ("host", "host-c", "nvgpu", "mppa", "mppa-iss", "mppa-qemu", "mppa-hw"):
+        assert name in rows, result.stdout.str()
+    assert "available" in rows["host"] and "xtc-tools 0.3.2" in rows["host"]
+
+
+def test_unknown_target_is_a_usage_error_listing_the_names(run) -> None:
+    result = run("--xtc-target=no-such-target")
+    assert result.ret not in (0, 1)
+    err = result.stderr.str()
+    assert "unknown XTC target 'no-such-target'" in err
+    assert "host, host-c" in err and "nvgpu" in err
+
+
+def test_malformed_target_name_is_a_usage_error(run) -> None:
+    result = run("--xtc-target=host[x]")
+    assert result.ret not in (0, 1)
+    assert "malformed target name" in result.stderr.str()
+
+
+@pytest.mark.parametrize("how", ["option", "env", "ini"])
+def test_selection_by_option_env_and_ini(pytester, run, monkeypatch, how) -> None:
+    args = ["--collect-only", "-q"]
+    if how == "option":
+        args.append("--xtc-target=host-c")
+    elif how == "env":
+        monkeypatch.setenv("XTC_TEST_TARGETS", "host-c")
+    else:
+        pytester.makeini("[pytest]\nxtc_targets = host-c\n")
+    result = run(*args)
+    ids = [line for line in result.outlines if "test_conformance[" in line]
+    assert ids and all("[host-c-" in line for line in ids), result.stdout.str()
+
+
+def test_ids_read_target_op_dtype_shape_schedule(run) -> None:
+    result = run("--xtc-target=host", "--collect-only", "-q")
+    ids = set(re.findall(r"test_conformance\[([^\]]+)\]", result.stdout.str()))
+    assert "host-matmul-float32-13x11x7-tile" in ids
+    assert "host-conv2d-float64-1x9x9x3-3x3x8-s2-p1-vectorize" in ids
+    assert "host-matmul-float32-13x11x7-none-exact" in ids
+    assert len(ids) >= 150
+
+
+def test_host_cases_pass(run) -> None:
+    result = run("--xtc-target=host,host-c", "-k", FEW)
+    # 23 cases each; host-c declares no vectorize (3 cases), so those are not supported
+    result.assert_outcomes(passed=43, skipped=3)
+    result.stdout.fnmatch_lines(["*3 x not-supported: host-c: schedule primitive vectorize*"])
+
+
+def test_vendor_adapter_from_another_distribution(vendor, run) -> None:
+    vendor("acme_xtc", {"acme-cpu": "acme_adapter:AcmeCpu"},
+           {"acme_adapter": "from pytest_xtc.targets.host import HostTarget\n"
+                            "class AcmeCpu(HostTarget):\n    pass\n"})
+    listing = run("--xtc-list-targets")
+    assert any(line.startswith("acme-cpu") and "available" in line for line in listing.outlines)
+    result = run("--xtc-target=acme-cpu", "-k", "matmul-float32-13x11x7-tile", "-v")
+    result.assert_outcomes(passed=3)  # tile, tile+interchange, tile-exact
+    assert "test_conformance[acme-cpu-matmul-float32-13x11x7-tile] PASSED" in result.stdout.str()
+
+
+def test_broken_adapter_is_unavailable_and_the_rest_keep_working(vendor, run) -> None:
+    vendor("broken_xtc", {"broken": "broken_adapter:Broken"},
+           {"broken_adapter": "raise ImportError('libwidget.so not found')\n"})
+    listing = run("--xtc-list-targets")
+    row = next(line for line in listing.outlines if line.startswith("broken"))
+    assert "unavailable" in row and "libwidget.so not found" in row
+    result = run("--xtc-target=broken,host", "-k", "matmul-float32-13x11x7-tile", "-rs")
+    result.assert_outcomes(passed=3, skipped=3)
+    result.stdout.fnmatch_lines(["*broken: adapter failed to load: ImportError: libwidget.so not found*"])
+
+
+def test_unavailable_target_skips_with_its_reason_and_strict_fails(vendor, run) -> None:
+    vendor("widget_xtc", {"widget": "widget_adapter:NoWidget"}, {"widget_adapter": UNAVAILABLE_ADAPTER})
+    result = run("--xtc-target=widget", "-k", "matmul-float32-13x11x7", "-rs")
+    assert result.ret == 0
+    outcomes = result.parseoutcomes()
+    assert outcomes["skipped"] == 9 and "passed" not in outcomes
+    result.stdout.fnmatch_lines(["*widget: no widget attached (set WIDGET_DIR)*"])
+    strict = run("--xtc-target=widget", "-k", "matmul-float32-13x11x7", "--xtc-strict")
+    assert strict.ret == 1
+    strict.assert_outcomes(failed=9)
+    strict.stdout.fnmatch_lines(["*--xtc-strict: cannot run here: widget: no widget attached*"])
+
+
+@pytest.mark.parametrize(
+    ("fault", "expected"),
+    [
+        ("last-row-wrong", "elements exceed the bound"),
+        ("float16", "elements exceed the bound"),
+        ("output-never-written", "never written: still NaN"),
+        ("input-overwritten", "input A was modified by the kernel"),
+    ],
+)
+def test_deliberately_wrong_host_targets_fail(vendor, run, fault, expected) -> None:
+    vendor("faulty_xtc", FAULTY)
+    result = run(f"--xtc-target=faulty-{fault}", "-k", "matmul-float32-31x37x29-tile]")
+    assert result.ret == 1
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert expected in out
+    assert re.search(r"wrong results \(seed \d+\)", out)
+    assert "rerun alone: pytest --xtc-target=faulty-" in out
+
+
+def test_failure_states_figures_and_the_rerun_command_reproduces_it(vendor, run, pytester) -> None:
+    vendor("faulty_xtc", FAULTY)
+    first = run("--xtc-target=faulty-float16", "--xtc-seed=7", "-k", "matmul-float32-64x64x64-tile]")
+    out = first.stdout.str()
+    figures = re.search(r"largest error (\S+) at \[(\d+), (\d+)\].*error/bound ratio (\S+)", out)
+    assert figures, out
+    assert float(figures.group(4)) > 1
+    command = re.search(r"rerun alone: pytest (.+)", out).group(1)
+    again = run(*shlex.split(command))
+    again.assert_outcomes(failed=1)
+    assert figures.group(0) in again.stdout.str()
