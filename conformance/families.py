@@ -28,7 +28,9 @@ def matmul_relu(i: int, j: int, k: int, dtype: str = "float32") -> tuple[GraphDi
     return g.output(g.node("relu", "R", [c])), _dims(i, j, k)
 
 
-def mlp(batch: int, features: int, hidden: int, out: int, dtype: str = "float32") -> tuple[GraphDict, str]:
+def mlp(
+    batch: int, features: int, hidden: int, out: int, dtype: str = "float32"
+) -> tuple[GraphDict, str]:
     """Two layers: relu(X W1) W2."""
     g = GraphBuilder("mlp")
     x = g.tensor("X", (batch, features), dtype)
@@ -48,15 +50,35 @@ def _conv_label(n, h, w, c, r, s, f, stride, pad) -> str:  # type: ignore[no-unt
     return f"{_dims(n, h, w, c)}-{_dims(r, s, f)}-s{stride}-p{pad}"
 
 
-def conv2d(n: int, h: int, w: int, c: int, r: int, s: int, f: int, stride: int, pad: int,
-           dtype: str = "float32") -> tuple[GraphDict, str]:
+def conv2d(
+    n: int,
+    h: int,
+    w: int,
+    c: int,
+    r: int,
+    s: int,
+    f: int,
+    stride: int,
+    pad: int,
+    dtype: str = "float32",
+) -> tuple[GraphDict, str]:
     g = GraphBuilder("conv2d")
     o = _conv(g, n, h, w, c, r, s, f, stride, pad, dtype)
     return g.output(o), _conv_label(n, h, w, c, r, s, f, stride, pad)
 
 
-def conv2d_relu(n: int, h: int, w: int, c: int, r: int, s: int, f: int, stride: int, pad: int,
-                dtype: str = "float32") -> tuple[GraphDict, str]:
+def conv2d_relu(
+    n: int,
+    h: int,
+    w: int,
+    c: int,
+    r: int,
+    s: int,
+    f: int,
+    stride: int,
+    pad: int,
+    dtype: str = "float32",
+) -> tuple[GraphDict, str]:
     g = GraphBuilder("conv2d_relu")
     o = _conv(g, n, h, w, c, r, s, f, stride, pad, dtype)
     return g.output(g.node("relu", "R", [o])), _conv_label(n, h, w, c, r, s, f, stride, pad)
@@ -72,20 +94,28 @@ def _padding_label(shape, padding) -> str:  # type: ignore[no-untyped-def]
     return f"{_dims(*shape)}-pad{pads}"
 
 
-def pad(shape: list[int], padding: dict[int, list[int]], dtype: str = "float32") -> tuple[GraphDict, str]:
+def pad(
+    shape: list[int], padding: dict[int, list[int]], dtype: str = "float32"
+) -> tuple[GraphDict, str]:
     g = GraphBuilder("pad")
     y = g.node("pad", "Y", [g.tensor("X", shape, dtype)], padding=padding, constant_value=0)
     return g.output(y), _padding_label(shape, padding)
 
 
-def pad2d(n: int, h: int, w: int, c: int, width: int, dtype: str = "float32") -> tuple[GraphDict, str]:
+def pad2d(
+    n: int, h: int, w: int, c: int, width: int, dtype: str = "float32"
+) -> tuple[GraphDict, str]:
     g = GraphBuilder("pad2d")
     padding = {1: [width, width], 2: [width, width]}
-    y = g.node("pad2d", "Y", [g.tensor("X", (n, h, w, c), dtype)], padding=padding, constant_value=0)
+    y = g.node(
+        "pad2d", "Y", [g.tensor("X", (n, h, w, c), dtype)], padding=padding, constant_value=0
+    )
     return g.output(y), f"{_dims(n, h, w, c)}-pad{width}"
 
 
-def unpad(shape: list[int], padding: dict[int, list[int]], dtype: str = "float32") -> tuple[GraphDict, str]:
+def unpad(
+    shape: list[int], padding: dict[int, list[int]], dtype: str = "float32"
+) -> tuple[GraphDict, str]:
     g = GraphBuilder("unpad")
     y = g.node("unpad", "Y", [g.tensor("X", shape, dtype)], padding=padding)
     return g.output(y), _padding_label(shape, padding)

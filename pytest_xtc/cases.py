@@ -92,7 +92,9 @@ class Case:
     def id(self) -> str:
         if self.placement is None:
             return self.key
-        where = ",".join(f"{name}@{'dev' if p == DEVICE else 'host'}" for name, p in self.placement.items())
+        where = ",".join(
+            f"{name}@{'dev' if p == DEVICE else 'host'}" for name, p in self.placement.items()
+        )
         return f"{self.key}-{where}"
 
     @property
@@ -174,8 +176,17 @@ def load_case_file(path: Path) -> list[Case]:
     if not set(values) <= set(VALUE_KINDS):
         raise CaseFileError(f"{path}: values must be among {VALUE_KINDS}, got {values}")
     return [
-        Case(graph["name"], dtype, out_shape, schedule, retype(graph, dtype), kind,
-             c=c, exact_rule=exact_rule, source=str(path))
+        Case(
+            graph["name"],
+            dtype,
+            out_shape,
+            schedule,
+            retype(graph, dtype),
+            kind,
+            c=c,
+            exact_rule=exact_rule,
+            source=str(path),
+        )
         for dtype in data.get("dtypes") or [own_dtype]
         for schedule in schedules
         for kind in values

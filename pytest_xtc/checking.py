@@ -47,7 +47,9 @@ class Comparison:
         return not self.mismatches
 
 
-def compare(names: Sequence[str], outputs: Sequence[np.ndarray], reference: Reference) -> Comparison:
+def compare(
+    names: Sequence[str], outputs: Sequence[np.ndarray], reference: Reference
+) -> Comparison:
     """Element-wise ``|out - ref| <= bound``; NaN anywhere fails."""
     result = Comparison()
     for name, out, expected, bound in zip(
@@ -56,7 +58,9 @@ def compare(names: Sequence[str], outputs: Sequence[np.ndarray], reference: Refe
         error = np.abs(out.astype(np.float64) - expected)
         bad = ~(error <= bound)  # NaN compares false, so it is bad
         with np.errstate(divide="ignore", invalid="ignore"):
-            ratios = np.where(bound > 0, error / np.where(bound > 0, bound, 1), np.where(error > 0, np.inf, 0))
+            ratios = np.where(
+                bound > 0, error / np.where(bound > 0, bound, 1), np.where(error > 0, np.inf, 0)
+            )
         ratios = np.where(np.isnan(error), np.inf, ratios)
         if ratios.size:
             result.worst_ratio = max(result.worst_ratio, float(ratios.max()))
@@ -82,11 +86,15 @@ def compare(names: Sequence[str], outputs: Sequence[np.ndarray], reference: Refe
     return result
 
 
-def changed_inputs(names: Sequence[str], before: Sequence[np.ndarray], after: Sequence[np.ndarray]) -> list[str]:
+def changed_inputs(
+    names: Sequence[str], before: Sequence[np.ndarray], after: Sequence[np.ndarray]
+) -> list[str]:
     """Inputs whose bytes differ after the run, with how many elements changed."""
     changed = []
     for name, old, new in zip(names, before, after, strict=True):
         if old.tobytes() != new.tobytes():
-            count = int((old.view(np.uint8) != new.view(np.uint8)).reshape(old.shape + (-1,)).any(-1).sum())
+            count = int(
+                (old.view(np.uint8) != new.view(np.uint8)).reshape((*old.shape, -1)).any(-1).sum()
+            )
             changed.append(f"input {name} was modified by the kernel ({count} elements changed)")
     return changed

@@ -11,6 +11,7 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 import yaml
@@ -39,13 +40,15 @@ def outcome_phase(phase: str) -> str:
     return "compile" if phase == "compile" else "run"
 
 
-def load(path: Path) -> list[Expectation]:
+@cache
+def load(path: Path) -> tuple[Expectation, ...]:
+    """The entries of one file (read once per process)."""
     try:
         root = yaml.compose(path.read_text())
     except (OSError, yaml.YAMLError) as exc:
         raise ExpectationFileError(f"{path}: {exc}") from exc
     if root is None:
-        return []
+        return ()
     if not isinstance(root, yaml.SequenceNode):
         raise ExpectationFileError(f"{path}:{root.start_mark.line + 1}: expected a list of entries")
     entries = []
@@ -61,9 +64,12 @@ def load(path: Path) -> list[Expectation]:
             raise ExpectationFileError(
                 f"{path}:{line}: phase must be one of {', '.join(PHASES)}, not {data['phase']!r}"
             )
-        entries.append(Expectation(str(data["pattern"]), data["phase"], str(data["reason"]),
-                                   str(data["url"]), line))
-    return entries
+        entries.append(
+            Expectation(
+                str(data["pattern"]), data["phase"], str(data["reason"]), str(data["url"]), line
+            )
+        )
+    return tuple(entries)
 
 
 def find(entries: Sequence[Expectation], case_id: str) -> Expectation | None:

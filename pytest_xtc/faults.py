@@ -22,7 +22,9 @@ from pytest_xtc.targets.host import HostTarget
 class LastRowWrong(HostTarget):
     """The last row of each output repeats the row above it (a tile-remainder bug)."""
 
-    def run(self, artifact: Artifact, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> RunResult:
+    def run(
+        self, artifact: Artifact, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]
+    ) -> RunResult:
         result = super().run(artifact, inputs, outputs)
         for out in outputs:
             if out.ndim and out.shape[0] > 1:
@@ -35,7 +37,9 @@ class LastRowWrong(HostTarget):
 class Float16Arithmetic(HostTarget):
     """Inputs and results pass through float16, as if the kernel computed in half."""
 
-    def run(self, artifact: Artifact, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> RunResult:
+    def run(
+        self, artifact: Artifact, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]
+    ) -> RunResult:
         halved = [a.astype(np.float16).astype(a.dtype) for a in inputs]
         result = super().run(artifact, halved, outputs)
         for out in outputs:
@@ -46,14 +50,18 @@ class Float16Arithmetic(HostTarget):
 class OutputNeverWritten(HostTarget):
     """Compiles, but never runs the kernel: outputs keep whatever they held."""
 
-    def run(self, artifact: Artifact, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> RunResult:
+    def run(
+        self, artifact: Artifact, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]
+    ) -> RunResult:
         return RunResult()
 
 
 class InputOverwritten(HostTarget):
     """The kernel scribbles on its first input after computing."""
 
-    def run(self, artifact: Artifact, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> RunResult:
+    def run(
+        self, artifact: Artifact, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]
+    ) -> RunResult:
         result = super().run(artifact, inputs, outputs)
         inputs[0].flat[0] = inputs[0].flat[0] + np.asarray(1, inputs[0].dtype)
         return result
@@ -62,7 +70,9 @@ class InputOverwritten(HostTarget):
 class TransposedOperand(HostTarget):
     """The kernel reads its last input transposed (same memory, wrong layout)."""
 
-    def run(self, artifact: Artifact, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> RunResult:
+    def run(
+        self, artifact: Artifact, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]
+    ) -> RunResult:
         last = inputs[-1]
         swapped = np.ascontiguousarray(last.reshape(last.shape[::-1]).T) if last.ndim == 2 else last
         return super().run(artifact, [*inputs[:-1], swapped], outputs)
@@ -91,7 +101,9 @@ class ConvIgnoresStride(HostTarget):
         artifact.handle = (artifact.handle, [o.shape for o in graphs.outputs(graph)])
         return artifact
 
-    def run(self, artifact: Artifact, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> RunResult:
+    def run(
+        self, artifact: Artifact, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]
+    ) -> RunResult:
         module, shapes = artifact.handle
         full = [np.full(s, np.nan, dtype=o.dtype) for s, o in zip(shapes, outputs, strict=True)]
         result = super().run(Artifact(artifact.directory, module), inputs, full)

@@ -57,7 +57,9 @@ class GraphBuilder:
         return self.graph
 
 
-def result_shape(op: str, shapes: Sequence[tuple[int, ...]], attrs: dict[str, Any]) -> tuple[int, ...]:
+def result_shape(
+    op: str, shapes: Sequence[tuple[int, ...]], attrs: dict[str, Any]
+) -> tuple[int, ...]:
     """Shape of an op's result, by XTC's rules (conv2d takes NHWC input, RSCF weights)."""
     first = shapes[0]
     if op == "matmul":

@@ -11,7 +11,8 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     """Columns aligned to their widest cell."""
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     lines = [header, ["-" * w for w in widths], *rows]
-    return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(line, widths)).rstrip() for line in lines)
+    cells = (zip(line, widths, strict=True) for line in lines)
+    return "\n".join("  ".join(str(c).ljust(w) for c, w in row).rstrip() for row in cells)
 
 
 def format_targets(adapters: Sequence[TargetAdapter]) -> str:

@@ -76,7 +76,9 @@ def load(selected: Selected, options: Mapping[str, str | None]) -> TargetAdapter
     return adapter
 
 
-def resolve(selection: str | Iterable[str], options: Mapping[str, str | None]) -> list[TargetAdapter]:
+def resolve(
+    selection: str | Iterable[str], options: Mapping[str, str | None]
+) -> list[TargetAdapter]:
     """Adapters for a selection. ``all``: every registered one; ``auto``: every available."""
     known = registered()
     adapters: dict[str, TargetAdapter] = {}

@@ -8,7 +8,9 @@ the library search path and loads it before XTC is imported, so no manual step i
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import ctypes.util
 import importlib.metadata as metadata
 import os
 import sys
@@ -38,8 +40,6 @@ def _omp_dirs() -> list[Path]:
 @cache
 def bootstrap() -> str | None:
     """Make the OpenMP runtime findable; the directory used, or None if none was needed."""
-    import ctypes.util
-
     if ctypes.util.find_library("omp"):
         return None
     for directory in _omp_dirs():
@@ -57,10 +57,8 @@ def versions(*names: str) -> dict[str, str]:
     """Installed versions of the named distributions (XTC's by default)."""
     found = {}
     for name in names or XTC_DISTRIBUTIONS:
-        try:
+        with contextlib.suppress(metadata.PackageNotFoundError):
             found[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            pass
     return found
 
 
@@ -80,7 +78,8 @@ def mlir_ops() -> frozenset[str]:
 
     import_mlir_backend()
     return frozenset(
-        name for name, value in vars(MlirOperators).items()
+        name
+        for name, value in vars(MlirOperators).items()
         if isinstance(value, type) and not name.startswith("_")
     )
 

@@ -65,7 +65,9 @@ def evaluate(
     nd_inputs = [NDArray(a) for a in inputs]
     nd_outputs = [NDArray(a) for a in outputs]
     evaluator = module.get_evaluator(
-        parameters=(nd_inputs, nd_outputs), repeat=repeat, number=number,
+        parameters=(nd_inputs, nd_outputs),
+        repeat=repeat,
+        number=number,
         min_repeat_ms=min_repeat_ms,
     )
     times, code, error = evaluator.evaluate()

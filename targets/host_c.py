@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pytest_xtc.adapter import Probe, Tier
 from pytest_xtc.targets.host import HostTarget
+
+from pytest_xtc.adapter import Probe, Tier
 
 
 class HostCTarget(HostTarget):

@@ -48,6 +48,8 @@ def run(pytester: pytest.Pytester) -> Callable[..., pytest.RunResult]:
     """pytest in a subprocess, as a user runs it, from an empty directory, no terminal."""
 
     def runner(*args: str) -> pytest.RunResult:
-        return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)  # stdin closed, no tty
+        return pytester.runpytest_subprocess(
+            "-p", "no:cacheprovider", *args
+        )  # stdin closed, no tty
 
     return runner

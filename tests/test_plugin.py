@@ -11,14 +11,14 @@ from tests.conftest import FAULTY
 
 FEW = "matmul-float32-13x11x7 or relu-float32-5x7 or conv2d-float32-1x9x9x3-3x3x8-s2-p1"
 
-UNAVAILABLE_ADAPTER = '''
+UNAVAILABLE_ADAPTER = """
 from pytest_xtc.adapter import Probe, Tier
 from pytest_xtc.targets.host import HostTarget
 
 class NoWidget(HostTarget):
     def probe(self):
         return Probe(Tier.UNAVAILABLE, "no widget attached (set WIDGET_DIR)")
-'''
+"""
 
 
 def test_list_targets_shows_every_registered_target(run) -> None:
@@ -75,9 +75,14 @@ def test_host_cases_pass(run) -> None:
 
 
 def test_vendor_adapter_from_another_distribution(vendor, run) -> None:
-    vendor("acme_xtc", {"acme-cpu": "acme_adapter:AcmeCpu"},
-           {"acme_adapter": "from pytest_xtc.targets.host import HostTarget\n"
-                            "class AcmeCpu(HostTarget):\n    pass\n"})
+    vendor(
+        "acme_xtc",
+        {"acme-cpu": "acme_adapter:AcmeCpu"},
+        {
+            "acme_adapter": "from pytest_xtc.targets.host import HostTarget\n"
+            "class AcmeCpu(HostTarget):\n    pass\n"
+        },
+    )
     listing = run("--xtc-list-targets")
     assert any(line.startswith("acme-cpu") and "available" in line for line in listing.outlines)
     result = run("--xtc-target=acme-cpu", "-k", "matmul-float32-13x11x7-tile", "-v")
@@ -86,18 +91,25 @@ def test_vendor_adapter_from_another_distribution(vendor, run) -> None:
 
 
 def test_broken_adapter_is_unavailable_and_the_rest_keep_working(vendor, run) -> None:
-    vendor("broken_xtc", {"broken": "broken_adapter:Broken"},
-           {"broken_adapter": "raise ImportError('libwidget.so not found')\n"})
+    vendor(
+        "broken_xtc",
+        {"broken": "broken_adapter:Broken"},
+        {"broken_adapter": "raise ImportError('libwidget.so not found')\n"},
+    )
     listing = run("--xtc-list-targets")
     row = next(line for line in listing.outlines if line.startswith("broken"))
     assert "unavailable" in row and "libwidget.so not found" in row
     result = run("--xtc-target=broken,host", "-k", "matmul-float32-13x11x7-tile", "-rs")
     result.assert_outcomes(passed=3, skipped=3)
-    result.stdout.fnmatch_lines(["*broken: adapter failed to load: ImportError: libwidget.so not found*"])
+    result.stdout.fnmatch_lines(
+        ["*broken: adapter failed to load: ImportError: libwidget.so not found*"]
+    )
 
 
 def test_unavailable_target_skips_with_its_reason_and_strict_fails(vendor, run) -> None:
-    vendor("widget_xtc", {"widget": "widget_adapter:NoWidget"}, {"widget_adapter": UNAVAILABLE_ADAPTER})
+    vendor(
+        "widget_xtc", {"widget": "widget_adapter:NoWidget"}, {"widget_adapter": UNAVAILABLE_ADAPTER}
+    )
     result = run("--xtc-target=widget", "-k", "matmul-float32-13x11x7", "-rs")
     assert result.ret == 0
     outcomes = result.parseoutcomes()
@@ -131,7 +143,9 @@ def test_deliberately_wrong_host_targets_fail(vendor, run, fault, expected) -> N
 
 def test_failure_states_figures_and_the_rerun_command_reproduces_it(vendor, run, pytester) -> None:
     vendor("faulty_xtc", FAULTY)
-    first = run("--xtc-target=faulty-float16", "--xtc-seed=7", "-k", "matmul-float32-64x64x64-tile]")
+    first = run(
+        "--xtc-target=faulty-float16", "--xtc-seed=7", "-k", "matmul-float32-64x64x64-tile]"
+    )
     out = first.stdout.str()
     figures = re.search(r"largest error (\S+) at \[(\d+), (\d+)\].*error/bound ratio (\S+)", out)
     assert figures, out
@@ -140,3 +154,30 @@ def test_failure_states_figures_and_the_rerun_command_reproduces_it(vendor, run,
     again = run(*shlex.split(command))
     again.assert_outcomes(failed=1)
     assert figures.group(0) in again.stdout.str()
+
+
+def test_user_case_files_run_and_are_checked_like_builtin_ones(pytester, run) -> None:
+    from pytest_xtc.conformance import builtin_cases
+
+    from pytest_xtc import xtc_env
+
+    case = next(c for c in builtin_cases() if c.op == "conv2d+relu")
+    folder = pytester.mkdir("my_cases")
+    path = folder / "my_conv.yaml"
+    xtc_env.build_graph(case).dump(path)
+    with path.open("a") as f:
+        f.write("schedules: {none: [], tiled: [{node: O}, {tile: [f, {f1: 2}]}]}\n")
+    result = run(
+        "--xtc-target=host", "--xtc-cases=my_cases", "-k", "pad_conv2d or conv2d_relu", "-v"
+    )
+    result.assert_outcomes(passed=4)  # 2 schedules x (random, exact)
+    result.stdout.fnmatch_lines(
+        ["*test_conformance?host-conv2d_relu-float32-1x5x5x8-tiled-exact? PASSED*"]
+    )
+
+
+def test_bad_case_file_is_a_usage_error(pytester, run) -> None:
+    pytester.makefile(".yaml", broken="inputs: [1]\nnodes: []\n")
+    result = run("--xtc-target=host", "--xtc-cases=broken.yaml")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "broken.yaml: not an XTC graph YAML" in result.stderr.str()

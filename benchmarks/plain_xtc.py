@@ -1,0 +1,73 @@
+"""Plain XTC, no plugin: compile and run the benchmark's matmul cases once each.
+
+What a user would write by hand; the benchmark compares the plugin against it.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+
+import numpy as np
+
+from pytest_xtc.xtc_env import bootstrap
+
+SHAPES = [(13, 11, 7), (31, 37, 29), (33, 65, 17), (64, 64, 64)]
+SCHEDULES = {
+    "none": [],
+    "tile": [("tile", "i", {"i1": 4}), ("tile", "j", {"j1": 16})],
+    "tile+interchange": [
+        ("tile", "i", {"i1": 4}),
+        ("tile", "j", {"j1": 16}),
+        ("interchange", ["i", "j", "k", "i1", "j1"]),
+    ],
+    "unroll": [
+        ("tile", "i", {"i1": 4}),
+        ("interchange", ["i", "j", "k", "i1"]),
+        ("unroll", {"i1": 4}),
+    ],
+    "vectorize": [
+        ("tile", "j", {"j1": 16}),
+        ("interchange", ["i", "k", "j", "j1"]),
+        ("vectorize", ["j1"]),
+    ],
+    "parallelize": [("tile", "i", {"i1": 4}), ("parallelize", ["i"])],
+    "pack_at": [("tile", "i", {"i1": 4}), ("pack_at", "i1", 1)],
+}
+
+
+def main() -> int:
+    bootstrap()  # the OpenMP runtime, as any XTC user on this machine needs
+    import xtc.graphs.xtc.op as O
+    from xtc.backends.mlir import Backend
+
+    workdir = tempfile.mkdtemp()
+    for n, ((i, j, k), (name, steps)) in enumerate(
+        (s, sch) for s in SHAPES for sch in SCHEDULES.items()
+    ):
+        a, b = O.tensor((i, k), "float32", name="A"), O.tensor((k, j), "float32", name="B")
+        with O.graph(name="matmul") as gb:
+            O.matmul(a, b, name="C")
+        backend = Backend(gb.graph)
+        scheduler = backend.get_scheduler()
+        for primitive, *args in steps:
+            getattr(scheduler, primitive)(*args)
+        compiler = backend.get_compiler(shared_lib=True, dump_file=f"{workdir}/k{n}")
+        module = compiler.compile(scheduler.schedule())
+        rng = np.random.default_rng(n)
+        x = rng.uniform(-1, 1, (i, k)).astype(np.float32)
+        y = rng.uniform(-1, 1, (k, j)).astype(np.float32)
+        c = np.empty((i, j), np.float32)
+        evaluator = module.get_evaluator(
+            parameters=([x, y], [c]), repeat=1, number=1, min_repeat_ms=0
+        )
+        _, code, error = evaluator.evaluate()
+        if code or not np.allclose(c, x @ y, rtol=1e-4, atol=1e-5):
+            print(f"case {n} ({name}) failed: {error}", file=sys.stderr)
+            return 1
+    print(f"{n + 1} cases")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
