@@ -72,16 +72,25 @@ def import_mlir_backend() -> Any:
     return mlir_backend
 
 
+@cache
 def mlir_ops() -> frozenset[str]:
     """The ops XTC's MLIR backend lowers (its ``MlirOperators`` registry)."""
+    import_mlir_backend()
     from xtc.backends.mlir.MlirOps import MlirOperators
 
-    import_mlir_backend()
     return frozenset(
         name
         for name, value in vars(MlirOperators).items()
         if isinstance(value, type) and not name.startswith("_")
     )
+
+
+@cache
+def scheduler_primitives() -> frozenset[str]:
+    """The primitives of XTC's scheduler interface (``xtc.itf.schd.Scheduler``)."""
+    from xtc.itf.schd.scheduler import Scheduler
+
+    return frozenset(n for n in vars(Scheduler) if not n.startswith("_") and n != "schedule")
 
 
 def build_graph(case: Case, device: Any = None) -> Any:

@@ -35,7 +35,7 @@ class HostTarget(TargetAdapter):
         return Probe(Tier.EXECUTE, "", versions, device="host CPU")
 
     def capabilities(self) -> Capabilities:
-        primitives = _scheduler_primitives() - self.unsupported_primitives
+        primitives = xtc_env.scheduler_primitives() - self.unsupported_primitives
         return Capabilities(
             ops=xtc_env.mlir_ops(), placements=frozenset({HOST}), schedules=primitives
         )
@@ -77,8 +77,3 @@ def evaluate(
         nd.numpy(out=array)
     return RunResult(times=[float(t) for t in times])
 
-
-def _scheduler_primitives() -> frozenset[str]:
-    from xtc.itf.schd.scheduler import Scheduler
-
-    return frozenset(n for n in vars(Scheduler) if not n.startswith("_") and n != "schedule")
