@@ -44,7 +44,9 @@ def available() -> bool:
     return hasattr(os, "fork")
 
 
-def run_in_child(work: Callable[[Report], Any], limits: Mapping[str, float], first_phase: str) -> Any:
+def run_in_child(
+    work: Callable[[Report], Any], limits: Mapping[str, float], first_phase: str
+) -> Any:
     """``work(report)`` in a forked child; its return value, or the exception it raised
     (re-raised here as it was, when it pickles). ``report(phase)`` starts the clock of
     ``limits[phase]`` (seconds)."""

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from pytest_xtc import expectations, registry
+from pytest_xtc import expectations, registry, reporting
 from pytest_xtc.adapter import TargetAdapter
 from pytest_xtc.cases import DEVICE, Case, CaseFileError, check_unique, load_case_paths, placements
 from pytest_xtc.runner import Outcome, Status, run_case
@@ -31,36 +31,54 @@ def _option_dest(name: str) -> str:
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("xtc", "XTC conformance")
     group.addoption(
-        "--xtc-target", dest="xtc_target", default=None, metavar="NAME[,NAME...]",
+        "--xtc-target",
+        dest="xtc_target",
+        default=None,
+        metavar="NAME[,NAME...]",
         help=f"targets to certify: names, NAME[ORDINAL], 'all' or 'auto' "
         f"(env {ENV_TARGETS}, ini xtc_targets; default {registry.DEFAULT_SELECTION})",
     )
     group.addoption(
-        "--xtc-strict", action="store_true", default=False,
+        "--xtc-strict",
+        action="store_true",
+        default=False,
         help="a case skipped because this machine cannot run its target fails instead",
     )
     group.addoption(
-        "--xtc-list-targets", action="store_true", default=False,
+        "--xtc-list-targets",
+        action="store_true",
+        default=False,
         help="list every registered target with its status, reason and versions, then exit",
     )
     group.addoption(
-        "--xtc-cases", action="append", default=[], metavar="PATH",
+        "--xtc-cases",
+        action="append",
+        default=[],
+        metavar="PATH",
         help="also run the case files in PATH (an XTC graph YAML, or a directory of them)",
     )
     group.addoption(
-        "--xtc-ignore-expectations", action="store_true", default=False,
+        "--xtc-ignore-expectations",
+        action="store_true",
+        default=False,
         help="ignore the targets' expected-failure files (as a certification run does)",
     )
     group.addoption(
-        "--xtc-seed", type=int, default=0, metavar="N",
+        "--xtc-seed",
+        type=int,
+        default=0,
+        metavar="N",
         help="base seed of the random inputs (each case derives its own; default 0)",
     )
     for option in registry.adapter_options():
         group.addoption(
-            f"--xtc-{option.name}", dest=_option_dest(option.name), default=None,
+            f"--xtc-{option.name}",
+            dest=_option_dest(option.name),
+            default=None,
             choices=option.choices,
             help=option.help + (f" (env {option.env})" if option.env else ""),
         )
+    reporting.addoption(group)
     parser.addini("xtc_targets", "default XTC targets to certify", default=None)
 
 
@@ -68,7 +86,9 @@ def _selection(config: pytest.Config) -> tuple[str, bool]:
     """The target selection, and whether it was made (option, env var or ini) rather
     than defaulted: only a made selection adds the suite to what pytest collects."""
     chosen = (
-        config.getoption("xtc_target") or os.environ.get(ENV_TARGETS) or config.getini("xtc_targets")
+        config.getoption("xtc_target")
+        or os.environ.get(ENV_TARGETS)
+        or config.getini("xtc_targets")
     )
     return (chosen, True) if chosen else (registry.DEFAULT_SELECTION, False)
 
@@ -106,6 +126,7 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(str(exc)) from None
     config.stash[_cases_key] = user_cases
     config.pluginmanager.register(OutcomeCollector(), "xtc-outcomes")
+    reporting.configure(config)
     if explicit or user_cases:
         _collect_suite(config)
 
@@ -133,7 +154,9 @@ class SuiteModule(pytest.Module):
         return importlib.import_module("pytest_xtc.conformance.test_conformance")
 
 
-def pytest_pycollect_makemodule(module_path: Path, parent: pytest.Collector) -> pytest.Module | None:
+def pytest_pycollect_makemodule(
+    module_path: Path, parent: pytest.Collector
+) -> pytest.Module | None:
     from pytest_xtc.conformance import SUITE_MODULE
 
     if module_path.resolve() == SUITE_MODULE.resolve():
@@ -208,7 +231,8 @@ def conclude(request: pytest.FixtureRequest, adapter: TargetAdapter, outcome: Ou
         if expected is not None:
             pytest.fail(
                 f"unexpected pass: remove the entry {expected.pattern!r} "
-                f"(line {expected.line}) from {adapter.expectations_file()}", pytrace=False,
+                f"(line {expected.line}) from {adapter.expectations_file()}",
+                pytrace=False,
             )
         return
     if (

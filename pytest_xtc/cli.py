@@ -1,0 +1,187 @@
+"""``xtc-conformance``: list targets, run a certification, verify and merge bundles.
+
+Exit status: 0 when all went well, 1 when a bundle does not verify or cannot be merged,
+or when ``run`` finds a target not conformant to a claimed profile (``--profile``, default
+core; a shard counts when nothing but its being one shard stands against it), 2 for a
+usage error. ``run`` passes on pytest's own status when pytest wrote no bundle.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pytest_xtc import bundle, registry
+from pytest_xtc.verdict import CONFORMANT, NOT_APPLICABLE, PROFILES
+
+PROG = "xtc-conformance"
+
+
+class CliError(Exception):
+    """A one-line problem; the command exits with ``code``."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _target_options(pairs: Sequence[str]) -> dict[str, str | None]:
+    """Adapter option values: env vars, overridden by ``--target-option KEY=VALUE``."""
+    known = {o.name: o for o in registry.adapter_options()}
+    settings = {n: os.environ.get(o.env) if o.env else None for n, o in known.items()}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or key not in known:
+            names = ", ".join(sorted(known)) or "(none)"
+            raise CliError(f"--target-option {pair}: expected KEY=VALUE with KEY among {names}", 2)
+        settings[key] = value
+    return settings
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from pytest_xtc.listing import format_targets
+
+    print(format_targets(registry.resolve("all", _target_options(args.target_option))))
+    return 0
+
+
+def pytest_args(args: argparse.Namespace) -> list[str]:
+    """The pytest command line of a certification run: strict, full case set, the target's
+    expected-failure file ignored, a bundle written."""
+    from pytest_xtc.conformance import SUITE_MODULE
+
+    argv = [str(SUITE_MODULE), f"--xtc-target={args.target}", "--xtc-strict",
+            "--xtc-ignore-expectations", f"--xtc-report={args.report}", "-p", "no:cacheprovider"]
+    argv += [f"--xtc-{k}={v}" for k, v in _target_options(args.target_option).items()
+             if v is not None]
+    if args.workers:
+        argv += ["-n", str(args.workers)]
+    if args.shard:
+        argv.append(f"--xtc-shard={args.shard}")
+    return argv
+
+
+def cmd_run(args: argparse.Namespace, extra: Sequence[str]) -> int:
+    if extra:
+        raise CliError(f"run: refusing {' '.join(extra)}: a certification runs the full case "
+                       "set; use pytest itself (-k, -m, node ids) for a partial run", 2)
+    if os.environ.get("PYTEST_ADDOPTS"):
+        raise CliError("run: PYTEST_ADDOPTS is set; unset it, a certification takes no "
+                       "extra pytest options", 2)
+    try:
+        bundle.check_destination(args.report)
+    except bundle.BundleError as exc:
+        raise CliError(f"run: {exc}", 2) from None
+    import pytest
+
+    status = int(pytest.main(pytest_args(args)))
+    if not (args.report / bundle.MANIFEST).is_file():
+        print(f"{PROG}: run: pytest ended with status {status} and wrote no bundle",
+              file=sys.stderr)
+        return status or 1
+    report, _, _ = bundle.load(args.report)
+    print(format_verdicts(report))
+    return 0 if claims_hold(report, args.profile, partial_ok=bool(args.shard)) else 1
+
+
+def claims_hold(report: dict[str, Any], profiles: Sequence[str], partial_ok: bool) -> bool:
+    """Every target conformant to every claimed profile (a shard: nothing but its being
+    partial stands against it)."""
+    for entry in report["targets"].values():
+        for profile in profiles:
+            verdict = entry["verdicts"][profile]
+            reasons = [r for r in verdict["reasons"]
+                       if not (partial_ok and r.startswith("partial bundle"))]
+            if verdict["verdict"] == NOT_APPLICABLE or reasons:
+                return False
+    return True
+
+
+def format_verdicts(report: dict[str, Any]) -> str:
+    lines = []
+    for name, entry in report["targets"].items():
+        for profile in PROFILES:
+            verdict = entry["verdicts"][profile]
+            why = "; ".join(verdict["reasons"]) if verdict["verdict"] != CONFORMANT else ""
+            lines.append(f"{name} {profile}: {verdict['verdict']}" + (f" ({why})" if why else ""))
+    return "\n".join(lines)
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    problems = bundle.verify(args.bundle)
+    for problem in problems:
+        print(f"{args.bundle}: {problem}", file=sys.stderr)
+    if problems:
+        return 1
+    report, records, _ = bundle.load(args.bundle)
+    print(f"{args.bundle}: OK ({len(records)} results, {len(report['targets'])} targets, "
+          f"case set {report['case_set']['sha256'][:16]})")
+    print(format_verdicts(report))
+    return 0
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    try:
+        report = bundle.merge(args.out, args.bundles)
+    except bundle.BundleError as exc:
+        raise CliError(f"merge: {exc}") from None
+    print(f"{args.out}: merged {len(args.bundles)} bundles, {report['case_set']['count']} "
+          f"required cases")
+    print(format_verdicts(report))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    option_help = "an adapter option (as --xtc-KEY of pytest); repeatable"
+
+    listing = sub.add_parser("list", help="registered targets and their status here")
+    listing.add_argument("--target-option", action="append", default=[], metavar="KEY=VALUE",
+                         help=option_help)
+
+    run = sub.add_parser("run", help="certification run of a target: strict, full case set, "
+                         "expected-failure files ignored, bundle written")
+    run.add_argument("--target", required=True, metavar="NAME", help="target to certify")
+    run.add_argument("--report", required=True, type=Path, metavar="DIR",
+                     help="bundle directory (new, empty, or a bundle to replace)")
+    run.add_argument("--target-option", action="append", default=[], metavar="KEY=VALUE",
+                     help=option_help)
+    run.add_argument("-n", "--workers", type=int, default=0, metavar="N",
+                     help="pytest-xdist worker processes")
+    run.add_argument("--shard", metavar="I/N", help="run shard I of N (merge the bundles)")
+    run.add_argument("--profile", action="append", choices=PROFILES, metavar="PROFILE",
+                     help=f"profile claimed, decides the exit status; repeatable "
+                     f"({', '.join(PROFILES)}; default core)")
+
+    verify = sub.add_parser("verify", help="check a bundle: checksums, completeness, "
+                            "consistency of results and verdicts")
+    verify.add_argument("bundle", type=Path, metavar="DIR")
+
+    merge = sub.add_parser("merge", help="merge bundles of shards or machines into one")
+    merge.add_argument("out", type=Path, metavar="OUT")
+    merge.add_argument("bundles", type=Path, nargs="+", metavar="DIR")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra and args.command != "run":
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    try:
+        if args.command == "list":
+            return cmd_list(args)
+        if args.command == "run":
+            args.profile = args.profile or ["core"]
+            return cmd_run(args, extra)
+        if args.command == "verify":
+            return cmd_verify(args)
+        return cmd_merge(args)
+    except CliError as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return exc.code

@@ -1,0 +1,320 @@
+"""Result bundles and verdicts: synthetic outcomes for the rules, a few real runs for the
+plugin side (``--xtc-report``, ``--xtc-shard``, pytest-xdist)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pytest_xtc.conformance import builtin_cases
+
+from pytest_xtc import SUITE_VERSION, bundle, cli
+from pytest_xtc.cases import DEVICE, HOST
+from pytest_xtc.verdict import (
+    CONFORMANT,
+    NOT_APPLICABLE,
+    NOT_CONFORMANT,
+    Waiver,
+    WaiverFileError,
+    judge,
+    load_waivers,
+    profile_of,
+    waivers_from,
+)
+
+FEW = "relu-float32-5x7 or matmul-float32-13x11x7-tile"
+CASES = {"a": "core", "b": "core", "c": "core", "x": "extended"}
+
+
+def make_bundle(
+    path: Path,
+    results: Iterable[tuple[str, str]],
+    cases: Mapping[str, str] = CASES,
+    *,
+    target: str = "t",
+    shards: dict[str, Any] | None = None,
+    filters: Iterable[str] = (),
+    version: str = SUITE_VERSION,
+    waivers: Iterable[Mapping[str, str]] = (),
+) -> dict[str, Any]:
+    """A bundle of synthetic results (case id, status) for one target, as bundle.py writes."""
+    entry = {
+        "tier": "available", "reason": "", "versions": {"tool": "1"}, "device": "",
+        "placements": [HOST], "runs": [0], "shards": shards,
+        "case_set": bundle.target_case_set([(c, p, c.upper()) for c, p in cases.items()]),
+    }
+    report = {
+        "schema": bundle.SCHEMA, "kind": bundle.KIND,
+        "suite": {"name": "pytest-xtc", "version": version}, "waivers": list(waivers),
+        "runs": [{"settings": {"seed": 0}, "filters": list(filters), "interrupted": ""}],
+        "targets": {target: entry},
+    }
+    records = [{"target": target, "case": c, "status": s, "phase": "check", "message": s}
+               for c, s in results]
+    bundle.prepare(path)
+    bundle.finish(path, bundle.assemble(report, records), records)
+    return report
+
+
+def verdicts(report: Mapping[str, Any], target: str = "t") -> dict[str, str]:
+    return {p: v["verdict"] for p, v in report["targets"][target]["verdicts"].items()}
+
+
+def result(case: str, status: str, **extra: Any) -> dict[str, Any]:
+    return {"target": "t", "case": case, "status": status, "message": status, **extra}
+
+
+# -- Profiles, waivers, verdicts ---------------------------------------------------------
+
+
+def test_profiles_of_builtin_cases() -> None:
+    by_id = {c.id: c for c in builtin_cases()}
+    assert profile_of(by_id["matmul-float32-64x64x64-tile"]) == "core"
+    assert profile_of(by_id["conv2d-float32-1x9x9x3-3x3x8-s2-p1-none"]) == "core"  # pad2d+conv2d
+    assert profile_of(by_id["relu-float32-5x7-none-exact"]) == "core"
+    assert profile_of(by_id["matmul-float64-64x64x64-tile"]) == "extended"
+    assert profile_of(by_id["matmul+relu-float32-13x11x7-none"]) == "extended"
+    assert profile_of(by_id["mlp-float32-1x16x32x10-none"]) == "extended"
+    assert profile_of(by_id["matmul-float32-128x256x192-none"]) == "extended"  # large
+    placed = by_id["matmul-float32-13x11x7-none"].place({"A": DEVICE, "B": HOST, "C": HOST})
+    assert profile_of(placed) == "device-memory"
+    all_host = by_id["matmul-float32-13x11x7-none"].place({"A": HOST, "B": HOST, "C": HOST})
+    assert profile_of(all_host) == "core"
+    core_ops = {c.op for c in builtin_cases() if profile_of(c) == "core"}
+    assert core_ops >= {"matmul", "conv2d", "relu", "pad", "pad2d", "unpad", "transpose", "reshape"}
+
+
+def test_suite_waiver_file_loads_and_bad_waivers_are_refused(tmp_path: Path) -> None:
+    assert load_waivers() == []  # the suite waives nothing today
+    with pytest.raises(WaiverFileError, match="url must be an issue URL"):
+        waivers_from([{"pattern": "x", "reason": "r", "url": "see mail"}], "w.yaml")
+    with pytest.raises(WaiverFileError, match="needs pattern, reason and url"):
+        waivers_from([{"pattern": "x"}], "w.yaml")
+    bad = tmp_path / "w.yaml"
+    bad.write_text("pattern: x\n")
+    with pytest.raises(WaiverFileError, match="expected a list"):
+        load_waivers(bad)
+
+
+def test_conformant_with_passed_not_supported_and_waived() -> None:
+    waiver = Waiver("t-c", "known bug", "https://github.com/xtc-tools/xtc/issues/1")
+    results = [result("a", "passed"), result("b", "not-supported"), result("c", "failed"),
+               result("x", "passed")]
+    judgement = judge("t", CASES, results, [waiver])
+    assert judgement.verdicts["core"]["verdict"] == CONFORMANT
+    assert judgement.verdicts["extended"]["verdict"] == CONFORMANT
+    assert judgement.verdicts["device-memory"]["verdict"] == NOT_APPLICABLE
+    assert judgement.waived == {"c": "t-c"}
+    assert judgement.counts["waived"] == 1 and judgement.counts["failed"] == 0
+    # a waiver over the case id alone works for every target
+    assert Waiver("c", "r", "https://x").matches("other", "c")
+
+
+@pytest.mark.parametrize(
+    ("results", "reason"),
+    [
+        ([result("a", "passed"), result("b", "skipped"), result("c", "passed")],
+         "1 required cases skipped (a skip is not a pass), e.g. b: skipped"),
+        ([result("a", "passed"), result("b", "failed"), result("c", "passed")],
+         "1 cases failed, e.g. b [None]: failed"),
+        ([result("a", "passed"), result("b", "failed", pytest_outcome="xfailed"),
+          result("c", "passed")],
+         "1 cases failed (1 listed as expected failures, which do not count)"),
+        ([result("a", "passed"), result("b", "passed")], "1 required cases have no result: c"),
+        ([result("a", "passed"), result("b", "passed"), result("c", "passed"),
+          result("c", "passed")], "1 cases have more than one result: c"),
+    ],
+    ids=["skip", "fail", "xfail", "missing", "duplicate"],
+)
+def test_not_conformant(results: list[dict[str, Any]], reason: str) -> None:
+    judgement = judge("t", CASES, [*results, result("x", "passed")], [])
+    core = judgement.verdicts["core"]
+    assert core["verdict"] == NOT_CONFORMANT
+    assert any(r.startswith(reason) for r in core["reasons"]), core["reasons"]
+    assert judgement.verdicts["extended"]["verdict"] == CONFORMANT
+
+
+def test_a_waiver_does_not_cover_a_skip() -> None:
+    waiver = Waiver("*", "everything", "https://x")
+    results = [result("a", "skipped"), result("b", "passed"), result("c", "passed")]
+    assert judge("t", CASES, results, [waiver]).verdicts["core"]["verdict"] == NOT_CONFORMANT
+
+
+def test_filtered_run_is_never_conformant() -> None:
+    results = [result(c, "passed") for c in CASES]
+    judgement = judge("t", CASES, results, [], ["filtered run (-k a)"])
+    assert judgement.verdicts["core"]["reasons"] == ["filtered run (-k a)"]
+
+
+# -- Bundles -------------------------------------------------------------------------------
+
+
+def test_synthetic_bundle_verifies_and_any_changed_byte_is_caught(tmp_path: Path) -> None:
+    report = make_bundle(tmp_path / "b", [(c, "passed") for c in CASES])
+    assert verdicts(report) == {"core": CONFORMANT, "device-memory": NOT_APPLICABLE,
+                                "extended": CONFORMANT}
+    assert bundle.verify(tmp_path / "b") == []
+    path = tmp_path / "b" / bundle.RESULTS
+    data = bytearray(path.read_bytes())
+    data[10] ^= 0x01
+    path.write_bytes(bytes(data))
+    problems = bundle.verify(tmp_path / "b")
+    assert problems[0] == "results.jsonl: checksum mismatch (changed after the run was written)"
+
+
+def test_a_report_that_disagrees_with_its_results_is_caught(tmp_path: Path) -> None:
+    where = tmp_path / "b"
+    make_bundle(where, [("a", "passed"), ("b", "failed"), ("c", "passed"), ("x", "passed")])
+    report = json.loads((where / bundle.REPORT).read_text())
+    report["targets"]["t"]["verdicts"]["core"] = {"verdict": CONFORMANT, "reasons": []}
+    bundle.finish(where, report)  # consistent checksums, inconsistent content
+    problems = bundle.verify(where)
+    assert "t: verdicts in report.json differ from those recomputed from results.jsonl" in problems
+
+
+def test_a_complete_run_missing_results_does_not_verify(tmp_path: Path) -> None:
+    make_bundle(tmp_path / "b", [("a", "passed")])
+    assert "t: 3 required cases have no result although the run was neither filtered nor " \
+        "interrupted" in bundle.verify(tmp_path / "b")
+    make_bundle(tmp_path / "f", [("a", "passed")], filters=["-k a"])
+    assert bundle.verify(tmp_path / "f") == []
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        ("manifest", "incomplete bundle, MANIFEST.sha256 missing"),
+        ("truncate", "line 2 is not JSON (truncated or damaged)"),
+        ("foreign", "not an XTC conformance bundle"),
+        ("nothing", "no such bundle directory"),
+    ],
+)
+def test_missing_truncated_or_foreign_bundles(tmp_path: Path, damage: str, message: str) -> None:
+    where = tmp_path / "b"
+    make_bundle(where, [(c, "passed") for c in CASES])
+    if damage == "manifest":
+        (where / bundle.MANIFEST).unlink()
+    elif damage == "truncate":
+        text = (where / bundle.RESULTS).read_text()
+        (where / bundle.RESULTS).write_text(text[: text.index("\n") + 20])
+    elif damage == "foreign":
+        for name in (*bundle.CONTENT, bundle.MANIFEST):
+            (where / name).unlink()
+        (where / "notes.txt").write_text("hello")
+    else:
+        where = tmp_path / "absent"
+    problems = bundle.verify(where)
+    assert len(problems) == 1 and message in problems[0], problems
+
+
+def test_destination_must_be_empty_new_or_a_bundle(tmp_path: Path) -> None:
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "data.csv").write_text("1,2\n")
+    with pytest.raises(bundle.BundleError, match="holds no XTC conformance bundle"):
+        bundle.check_destination(tmp_path / "other")
+    make_bundle(tmp_path / "b", [("a", "failed")])
+    make_bundle(tmp_path / "b", [(c, "passed") for c in CASES])  # replaced
+    assert bundle.verify(tmp_path / "b") == []
+
+
+def test_non_finite_figures_stay_json(tmp_path: Path) -> None:
+    record = bundle.clean({"worst_ratio": float("inf"), "times": (1.0, float("nan"))})
+    assert record == {"worst_ratio": "inf", "times": [1.0, "nan"]}
+
+
+def test_performance_table_appears_only_with_perf_records(tmp_path: Path) -> None:
+    from pytest_xtc import summary
+
+    report = make_bundle(tmp_path / "b", [(c, "passed") for c in CASES])
+    assert "## Performance" not in summary.render(report)
+    entry = report["targets"]["t"]
+    entry["results"][0]["perf"] = {"gflops": 2.5, "median_s": 2e-6, "numpy_median_s": 4e-6}
+    text = summary.render(report)
+    assert "| t | A | 1 | 2.50 | 0.50x |" in text
+
+
+# -- The plugin ----------------------------------------------------------------------------
+
+
+def test_report_of_a_filtered_run(pytester: pytest.Pytester, run: Any) -> None:
+    result = run("--xtc-target=host", "--xtc-report=rep", "--junitxml=junit.xml", "-k", FEW)
+    result.assert_outcomes(passed=9)
+    where = pytester.path / "rep"
+    assert sorted(p.name for p in where.iterdir()) == sorted([*bundle.CONTENT, bundle.MANIFEST])
+    assert (pytester.path / "junit.xml").is_file()
+    lines = (where / bundle.RESULTS).read_text().splitlines()
+    assert len(lines) == 9
+    record = json.loads(lines[0])
+    assert {"case", "target", "status", "phase", "seed", "worst_ratio", "compile_s", "run_s",
+            "nodeid", "pytest_outcome", "duration"} <= set(record)
+    report = json.loads((where / bundle.REPORT).read_text())
+    assert report["schema"] == 1 and report["suite"]["version"] == SUITE_VERSION
+    run_info = report["runs"][0]
+    assert run_info["filters"] == ["-k '" + FEW + "'", "collected 9 of 290 required cases"]
+    assert "--xtc-report=rep" in run_info["command"]["args"]
+    host = report["targets"]["host"]
+    assert host["tier"] == "available" and host["case_set"]["count"] == 290
+    assert host["versions"]["xtc-tools"] == "0.3.2"
+    assert host["verdicts"]["core"]["verdict"] == NOT_CONFORMANT
+    assert "a filtered run cannot be conformant" in host["verdicts"]["core"]["reasons"][0]
+    assert host["counts"]["passed"] == 9 and host["counts"]["missing"] == 281
+    assert "| host | available | host CPU | 9 | 0 |" in (where / bundle.SUMMARY).read_text()
+    assert cli.main(["verify", str(where)]) == 0
+
+    data = bytearray((where / bundle.RESULTS).read_bytes())
+    data[len(data) // 2] ^= 0x20
+    (where / bundle.RESULTS).write_bytes(bytes(data))
+    assert cli.main(["verify", str(where)]) == 1
+
+
+def test_report_into_a_foreign_directory_is_a_usage_error(pytester: pytest.Pytester,
+                                                          run: Any) -> None:
+    (pytester.path / "mine").mkdir()
+    (pytester.path / "mine" / "thesis.tex").write_text("...")
+    result = run("--xtc-target=host", "--xtc-report=mine", "-k", FEW)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "mine is not empty and holds no XTC conformance bundle" in result.stderr.str()
+    assert [p.name for p in (pytester.path / "mine").iterdir()] == ["thesis.tex"]
+
+
+def test_unavailable_target_is_not_conformant_and_says_why(vendor: Any, run: Any,
+                                                           pytester: pytest.Pytester) -> None:
+    vendor("gone_xtc", {"gone": "gone_adapter:Gone"},
+           {"gone_adapter": "raise ImportError('libgone.so not found')\n"})
+    run("--xtc-target=host,gone", "--xtc-report=rep", "-k", "relu-float32-5x7")
+    report = json.loads((pytester.path / "rep" / bundle.REPORT).read_text())
+    gone = report["targets"]["gone"]
+    assert gone["tier"] == "unavailable" and "libgone.so not found" in gone["reason"]
+    reasons = " ".join(gone["verdicts"]["core"]["reasons"])
+    assert "required cases skipped (a skip is not a pass)" in reasons
+    assert "libgone.so not found" in reasons
+
+
+def test_two_shards_merge_like_one_run(pytester: pytest.Pytester, run: Any) -> None:
+    few = FEW
+    one = run("--xtc-target=host", "--xtc-report=one", "-k", few)
+    first = run("--xtc-target=host", "--xtc-report=s1", "--xtc-shard=1/2", "-k", few, "-n", "2")
+    second = run("--xtc-target=host", "--xtc-report=s2", "--xtc-shard=2/2", "-k", few)
+    total = one.parseoutcomes()["passed"]
+    shard_counts = [r.parseoutcomes().get("passed", 0) for r in (first, second)]
+    assert sum(shard_counts) == total and all(shard_counts)
+    root = pytester.path
+    for shard in ("s1", "s2"):
+        assert bundle.verify(root / shard) == []
+        report = json.loads((root / shard / bundle.REPORT).read_text())
+        assert any("partial bundle: shard" in r
+                   for r in report["targets"]["host"]["verdicts"]["core"]["reasons"])
+    assert cli.main(["merge", str(root / "merged"), str(root / "s1"), str(root / "s2")]) == 0
+    assert bundle.verify(root / "merged") == []
+    merged = json.loads((root / "merged" / bundle.REPORT).read_text())
+    single = json.loads((root / "one" / bundle.REPORT).read_text())
+    assert merged["case_set"] == single["case_set"]
+    assert merged["targets"]["host"]["shards"] is None
+    assert merged["targets"]["host"]["counts"] == single["targets"]["host"]["counts"]
+    assert verdicts(merged, "host") == verdicts(single, "host")  # filtered: not conformant
+    status = {(r["case"], r["status"], r["seed"]) for r in merged["targets"]["host"]["results"]}
+    assert status == {(r["case"], r["status"], r["seed"])
+                      for r in single["targets"]["host"]["results"]}
