@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from pytest_xtc import checking, graphs, reference
+from pytest_xtc import checking, graphs, placement, reference
 from pytest_xtc.adapter import TargetAdapter, Tier
 from pytest_xtc.cases import Case
 
@@ -28,7 +28,7 @@ class Outcome:
     case: str
     target: str
     status: Status
-    phase: str  # probe, capabilities, compile, check-artifact, run, check
+    phase: str  # probe, capabilities, compile, placement, check-artifact, run, check
     message: str = ""
     tier: str = ""
     seed: int | None = None
@@ -74,6 +74,12 @@ def run_case(adapter: TargetAdapter, case: Case, workdir: Path, base_seed: int =
         return _failed(outcome, "compile", f"compilation failed: {_failure(exc)}")
     finally:
         outcome.compile_s = time.perf_counter() - start
+
+    if case.placement is not None:
+        try:
+            placement.check(case, artifact.directory)
+        except Exception as exc:
+            return _failed(outcome, "placement", f"placement check failed: {_failure(exc)}")
 
     if probe.tier is Tier.COMPILE_ONLY:
         try:

@@ -1,0 +1,503 @@
+"""``nvgpu``: XTC's MLIR backend lowered to NVVM, a CUDA kernel for an NVIDIA GPU.
+
+Tiers: a GPU with its driver runs the cases (``available``); with only the CUDA toolkit and
+``--xtc-nvgpu-arch=sm_XX`` the cases are compiled for that arch and the artifact inspected
+(``compile-only``). ``nvgpu[N]`` selects GPU ``N`` in ``nvidia-smi``'s order.
+
+XTC's own nvgpu target asks ``nvidia-smi`` for the GPU it compiles for. Here the target is
+given a GPU description instead (arch from the option, or from the probed GPU), so the same
+compile path works with and without a GPU. XTC emits GPU code only for parallelized loops:
+the adapter adds one ``parallelize`` step to the case's schedule (see :func:`gpu_steps`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import os
+import platform
+import re
+import shutil
+import struct
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pytest_xtc import placement, xtc_env
+from pytest_xtc.adapter import (
+    Artifact,
+    Capabilities,
+    OptionSpec,
+    Probe,
+    RunResult,
+    TargetAdapter,
+    TargetSpec,
+    Tier,
+)
+from pytest_xtc.cases import DEVICE, HOST, Case
+
+ARCH_OPTION = "nvgpu-arch"
+DEFAULT_CUDA_DIR = Path("/usr/local/cuda")
+LIBCUDA = "libcuda.so.1"  # the driver library the CUDA runtime loads
+_ARCH = re.compile(r"^sm_(\d+)(\d)$")  # sm_<major><minor>: sm_90 is compute capability 9.0
+_LOWERED_IR = "temps/kernel.llvm.mlir"  # XTC's save_temps copy of the NVVM-lowered module
+EM_CUDA = 190  # ELF machine of a cubin
+FATBIN_MAGIC = 0xBA55ED50
+_ptx_versions: dict[tuple[str, str], str] = {}  # (arch, toolkit) -> XTC's PTX version
+
+
+class NoGpuKernel(RuntimeError):
+    """The schedule leaves no loop that XTC could map to the GPU."""
+
+
+@dataclass(frozen=True)
+class GpuInfo:
+    """One GPU as ``nvidia-smi`` lists it."""
+
+    index: int
+    name: str
+    compute_cap: str  # "9.0"; "" when nvidia-smi does not say
+    driver: str = ""
+
+    @property
+    def arch(self) -> str:
+        return "sm_" + self.compute_cap.replace(".", "") if self.compute_cap else ""
+
+
+@dataclass(frozen=True)
+class NvgpuDevice:
+    """What the kernels are compiled for. Also the ``device=`` that places graph operands:
+    XTC's MLIR backend only tests a tensor's device for None, so no driver is needed."""
+
+    arch: str
+    ordinal: int = 0
+    name: str = ""
+
+    @property
+    def compute_cap(self) -> str:
+        match = _ARCH.match(self.arch)
+        assert match, self.arch
+        return f"{match[1]}.{match[2]}"
+
+    def description(self) -> dict[str, str]:
+        """The GPU entry XTC's nvgpu target would read from nvidia-smi."""
+        return {"name": self.name or self.arch, "compute_cap": self.compute_cap}
+
+
+@dataclass
+class Compiled:
+    """The XTC module, and which of its arguments (inputs, then outputs) live on the GPU."""
+
+    module: Any
+    on_device: list[bool]
+
+
+class NvgpuTarget(TargetAdapter):
+    options = (
+        OptionSpec(
+            ARCH_OPTION,
+            help="GPU arch to compile for, e.g. sm_90; without a GPU it enables the "
+            "compile-only tier",
+            env="XTC_NVGPU_ARCH",
+        ),
+    )
+
+    def __init__(self, spec: TargetSpec) -> None:
+        super().__init__(spec)
+        self._device: NvgpuDevice | None = None
+
+    # -- probing ---------------------------------------------------------------------------
+
+    def probe(self) -> Probe:
+        try:
+            return self._probe()
+        except Exception as exc:  # probe() never raises
+            return Probe(Tier.UNAVAILABLE, f"nvgpu probe failed: {type(exc).__name__}: {exc}")
+
+    def _probe(self) -> Probe:
+        if platform.system() == "Darwin":
+            return Probe(Tier.UNAVAILABLE, "nvgpu is not supported on Darwin")
+        arch = self.spec.options.get(ARCH_OPTION) or None
+        if arch is not None and not _ARCH.match(arch):
+            return Probe(Tier.UNAVAILABLE, f"--xtc-{ARCH_OPTION}={arch!r} is malformed: "
+                         "expected sm_<major><minor>, e.g. sm_90")
+        versions = dict(xtc_env.versions())
+        toolkit, problem = find_toolkit()
+        if toolkit is None:
+            return Probe(Tier.UNAVAILABLE, problem, versions)
+        versions["cuda-toolkit"] = str(toolkit)
+        nvcc_version, problem = nvcc_info(toolkit)
+        if nvcc_version is None:
+            return Probe(Tier.UNAVAILABLE, problem, versions)
+        versions["nvcc"] = nvcc_version
+        if arch is not None and (unknown := _unknown_arch(toolkit, nvcc_version, arch)):
+            return Probe(Tier.UNAVAILABLE, unknown, versions)
+        try:
+            xtc_env.import_mlir_backend()
+            from xtc.backends.mlir.MlirTarget.MlirNVGPUTarget import MlirNVGPUTarget  # noqa: F401
+        except Exception as exc:
+            return Probe(Tier.UNAVAILABLE, f"XTC's MLIR nvgpu backend does not import: {exc}",
+                         versions)
+
+        ordinal = self.ordinal()
+        gpus, no_gpu = find_gpus()
+        if gpus:
+            versions["nvidia-driver"] = gpus[0].driver
+            listed = "; ".join(f"{g.index}: {g.name}" for g in gpus)
+            if ordinal >= len(gpus):
+                return Probe(Tier.UNAVAILABLE, f"{self.name}: no GPU with ordinal {ordinal} "
+                             f"(nvidia-smi lists {listed})", versions)
+            conflict = _visible_devices_conflict(ordinal)
+            if conflict:
+                return Probe(Tier.UNAVAILABLE, conflict, versions)
+            gpu = gpus[ordinal]
+            target_arch = arch or gpu.arch
+            if not _ARCH.match(target_arch):
+                return Probe(Tier.UNAVAILABLE, "nvidia-smi gives no compute capability for GPU "
+                             f"{ordinal} ({gpu.name}); pass --xtc-{ARCH_OPTION}=sm_XX", versions)
+            if unknown := _unknown_arch(toolkit, nvcc_version, target_arch):
+                return Probe(Tier.UNAVAILABLE, unknown, versions)
+            self._device = NvgpuDevice(target_arch, ordinal, gpu.name)
+            note = f", compiled for {target_arch}" if arch and arch != gpu.arch else ""
+            return Probe(Tier.EXECUTE, note.lstrip(", "), versions,
+                         device=f"GPU {ordinal}: {gpu.name} ({gpu.arch or 'arch unknown'}{note})")
+        if arch is None:
+            return Probe(Tier.UNAVAILABLE, f"no GPU ({no_gpu}); pass --xtc-{ARCH_OPTION}=sm_XX "
+                         "(or XTC_NVGPU_ARCH) for the compile-only tier", versions)
+        self._device = NvgpuDevice(arch, ordinal)
+        return Probe(Tier.COMPILE_ONLY, f"no GPU ({no_gpu}): compiled for {arch}, not run",
+                     versions, device=f"{arch} (no GPU: compile only)")
+
+    def ordinal(self) -> int:
+        """The GPU used: ``nvgpu[N]``, else CUDA_VISIBLE_DEVICES when it names one, else 0."""
+        if self.spec.ordinal is not None:
+            return self.spec.ordinal
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").strip()
+        return int(visible) if visible.isdigit() else 0
+
+    def device(self) -> NvgpuDevice:
+        """What this target compiles for; raises when the probe found nothing to use."""
+        probe = self.status()
+        if self._device is None:
+            raise RuntimeError(f"{self.name} cannot compile here: {probe.reason}")
+        return self._device
+
+    def capabilities(self) -> Capabilities:
+        return Capabilities(ops=xtc_env.mlir_ops(), placements=frozenset({HOST, DEVICE}))
+
+    def lock_key(self) -> str | None:
+        return f"nvgpu:{self.ordinal()}"
+
+    def time_limits(self) -> tuple[float, float]:
+        return (120.0, 120.0)  # the first run of a process initializes CUDA
+
+    # -- compiling -------------------------------------------------------------------------
+
+    def compile(self, case: Case, workdir: Path) -> Artifact:
+        device = self.device()
+        graph = xtc_env.build_graph(case, device)
+        backend = xtc_env.import_mlir_backend().Backend(graph)
+        extra = gpu_steps(graph, backend, case)
+        sched = xtc_env.schedule(backend, case, extra)
+        workdir.mkdir(parents=True, exist_ok=True)
+        (workdir / placement.SOURCE_IR).write_text(str(backend.xdsl_func))
+        compiler = _pinned_compiler()(
+            backend, device, shared_lib=True, dump_file=str(workdir / "kernel"),
+            save_temps=True, save_temps_dir=str(workdir / "temps"),
+        )
+        module = compiler.compile(sched)
+        where = case.placement or {}
+        on_device = [where.get(n) == DEVICE for n in placement.operand_names(case)]
+        notes = {"arch": device.arch, "gpu-steps": repr(extra)}
+        files = sorted(p for p in workdir.rglob("*") if p.is_file())
+        return Artifact(workdir, Compiled(module, on_device), files, notes)
+
+    def check_artifact(self, case: Case, artifact: Artifact) -> None:
+        check_gpu_binary(artifact.directory, self.device().arch)
+
+    # -- running ---------------------------------------------------------------------------
+
+    def run(
+        self, artifact: Artifact, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]
+    ) -> RunResult:
+        compiled: Compiled = artifact.handle
+        return evaluate(compiled, _gpu_runtime(self.ordinal()), inputs, outputs)
+
+
+# -- the toolkit and the driver ------------------------------------------------------------
+
+
+def find_toolkit() -> tuple[Path | None, str]:
+    """The CUDA toolkit (``CUDA_INSTALL_DIR``, else /usr/local/cuda) with nvcc and ptxas, or
+    None and what was looked for."""
+    from_env = os.environ.get("CUDA_INSTALL_DIR")
+    root = Path(from_env) if from_env else DEFAULT_CUDA_DIR
+    where = f"CUDA_INSTALL_DIR={from_env}" if from_env else "CUDA_INSTALL_DIR unset"
+    missing = [t for t in ("nvcc", "ptxas") if not os.access(root / "bin" / t, os.X_OK)]
+    if missing:
+        return None, (f"no CUDA toolkit: {' and '.join(missing)} not found in {root / 'bin'} "
+                      f"(looked in {where})")
+    return root, ""
+
+
+def nvcc_info(toolkit: Path) -> tuple[str | None, str]:
+    """nvcc's version (``13.0.88``), or None and why."""
+    nvcc = toolkit / "bin" / "nvcc"
+    try:
+        done = subprocess.run([str(nvcc), "--version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return None, f"{nvcc} does not run: {exc}"
+    match = re.search(r"release [\d.]+, V([\d.]+)", done.stdout)
+    if done.returncode != 0 or match is None:
+        said = (done.stderr or done.stdout).strip()[:200]
+        return None, f"{nvcc} --version failed (exit {done.returncode}): {said}"
+    return match[1], ""
+
+
+def nvcc_archs(toolkit: Path) -> list[str]:
+    """The ``sm_XX`` nvcc compiles for; empty when it does not say."""
+    try:
+        done = subprocess.run([str(toolkit / "bin" / "nvcc"), "--list-gpu-code"],
+                              capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return re.findall(r"^sm_\d+$", done.stdout, re.MULTILINE) if done.returncode == 0 else []
+
+
+def _unknown_arch(toolkit: Path, nvcc_version: str, arch: str) -> str:
+    codes = nvcc_archs(toolkit)
+    if codes and arch not in codes:
+        return f"nvcc {nvcc_version} cannot compile for {arch} (it knows {', '.join(codes)})"
+    return ""
+
+
+def find_gpus() -> tuple[list[GpuInfo], str]:
+    """The GPUs a working driver shows (nvidia-smi answers, libcuda loads), or none and why."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return [], "nvidia-smi not found on PATH"
+    query = ["--query-gpu=index,name,compute_cap,driver_version", "--format=csv,noheader"]
+    try:
+        done = subprocess.run([smi, *query], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return [], f"nvidia-smi does not run: {exc}"
+    if done.returncode != 0:
+        said = (done.stderr or done.stdout).strip()[:200]
+        return [], f"nvidia-smi failed (exit {done.returncode}): {said}"
+    gpus = []
+    for line in done.stdout.splitlines():
+        fields = [f.strip() for f in line.split(",")]
+        if len(fields) == 4 and fields[0].isdigit():
+            cap = fields[2] if re.fullmatch(r"\d+\.\d", fields[2]) else ""
+            gpus.append(GpuInfo(int(fields[0]), fields[1], cap, fields[3]))
+    if not gpus:
+        return [], f"nvidia-smi lists no GPU: {done.stdout.strip()[:200]!r}"
+    try:
+        ctypes.CDLL(LIBCUDA)
+    except OSError as exc:
+        return [], f"the CUDA driver library does not load: {exc}"
+    return gpus, ""
+
+
+def _visible_devices_conflict(ordinal: int) -> str:
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None or visible.strip() == str(ordinal):
+        return ""
+    return (f"CUDA_VISIBLE_DEVICES={visible!r} conflicts with GPU {ordinal}: unset it, or "
+            f"select nvgpu[N] with CUDA_VISIBLE_DEVICES=N")
+
+
+# -- what XTC gets -------------------------------------------------------------------------
+
+
+def gpu_steps(graph: Any, backend: Any, case: Case) -> list[tuple[str, tuple[Any, ...]]]:
+    """The ``parallelize`` step that gives the scheduled node a GPU kernel: on its outermost
+    parallel loop of more than one iteration, unless the schedule already parallelizes one.
+
+    XTC maps parallelized loops to the GPU; a one-iteration loop is folded away.
+    """
+    node = case.schedule.node
+    scheduler = backend.get_scheduler(default_node=node) if node else backend.get_scheduler()
+    for primitive, args in case.schedule.steps:
+        getattr(scheduler, primitive)(*args)
+    nest = scheduler.get_loop_nest().root_node
+    sizes: dict[str, int] = dict(backend.nodes[nest.root].dims)
+    parallel = _parallel_dims(graph, nest.root, list(sizes))
+    extents: dict[str, int] = {}  # loop -> its trip count
+    owner: dict[str, str] = {}  # loop -> the dimension it iterates
+    for dim, size in sizes.items():
+        chain = [(dim, size), *nest.tiles.get(dim, {}).items()]
+        spans = [size]
+        for _, tile in chain[1:]:
+            spans.append(min(tile, spans[-1]))
+        for i, (loop, _) in enumerate(chain):
+            owner[loop] = dim
+            extents[loop] = math.ceil(spans[i] / spans[i + 1]) if i + 1 < len(spans) else spans[i]
+    if any(extents.get(loop, 0) > 1 for loop in nest.parallelize):
+        return []
+    for loop in nest.interchange:
+        if (owner.get(loop) in parallel and extents[loop] > 1 and loop not in nest.parallelize
+                and loop not in nest.vectorize and loop not in nest.unroll):
+            return [("parallelize", ([loop],))]
+    trips = ", ".join(f"{loop}={extents.get(loop, 0)}" for loop in nest.interchange)
+    raise NoGpuKernel(f"node {nest.root}: no parallel loop of more than one iteration "
+                      f"(trip counts {trips}); XTC folds one-iteration loops, no GPU kernel")
+
+
+def _parallel_dims(graph: Any, node_name: str, loop_dims: list[str]) -> set[str]:
+    """The node's parallel loop dimensions, from the graph operation's kinds (matched by
+    position: XTC's MLIR node may name them differently, e.g. i, j for pad's d0, d1)."""
+    graph_node = next(n for n in graph.nodes.values() if n.name == node_name)
+    operation = graph_node.operation
+    op_dims = list(operation.dims)
+    parallel = set(operation.dims_kind("P"))
+    if len(op_dims) != len(loop_dims):
+        return parallel & set(loop_dims)
+    return {loop for loop, dim in zip(loop_dims, op_dims, strict=True) if dim in parallel}
+
+
+@cache
+def _pinned_compiler() -> type:
+    """XTC's MLIR compiler with its nvgpu target compiling for a given :class:`NvgpuDevice`
+    (XTC's own target takes nvidia-smi's GPU and fails without one)."""
+    from xtc.backends.mlir import MlirCompiler
+    from xtc.backends.mlir.MlirTarget.MlirNVGPUTarget import MlirNVGPUTarget
+    from xtc.utils.tools import get_cuda_prefix
+
+    class PinnedNVGPUTarget(MlirNVGPUTarget):
+        def __init__(self, config: Any, device: NvgpuDevice) -> None:
+            self._pinned = device.description()
+            super().__init__(config)
+
+        def _query_available_gpus(self) -> list[dict[str, str]]:
+            return [self._pinned]
+
+        def _select_gpu(self) -> dict[str, str]:  # without touching CUDA_* variables
+            return self._pinned
+
+        def _query_ptx_version(self) -> str:  # one nvcc call per arch, not per case
+            key = (self.arch(), str(get_cuda_prefix()))
+            if key not in _ptx_versions:
+                _ptx_versions[key] = super()._query_ptx_version()
+            return _ptx_versions[key]
+
+    class PinnedCompiler(MlirCompiler):
+        def __init__(self, backend: Any, device: NvgpuDevice, **kwargs: Any) -> None:
+            super().__init__(backend, target="llvmir", **kwargs)  # placeholder, replaced:
+            self._target = PinnedNVGPUTarget(self._config, device)
+
+    return PinnedCompiler
+
+
+# -- the artifact --------------------------------------------------------------------------
+
+
+def check_gpu_binary(directory: Path, arch: str) -> None:
+    """Raise AssertionError unless the compiled module holds a GPU binary for ``arch`` that
+    its host code launches, and the shared library ships it."""
+    lowered = directory / _LOWERED_IR
+    library = directory / "kernel.so"
+    for path in (lowered, library):
+        if not path.is_file():
+            raise AssertionError(f"no {path.name} in {directory}")
+    binaries, launched = placement.with_module(lowered.read_text(), _gpu_objects)
+    if not binaries:
+        raise AssertionError(f"{lowered.name}: no gpu.binary, XTC produced host code only")
+    shipped = library.read_bytes()
+    for name, objects in binaries.items():
+        if name not in launched:
+            raise AssertionError(f"gpu.binary @{name} is never launched (gpu.launch_func)")
+        for target, blob in objects:
+            chip = re.search(r'chip = "([^"]+)"', target)
+            if not target.startswith("#nvvm.target") or chip is None or chip[1] != arch:
+                raise AssertionError(f"gpu.binary @{name} targets {target}, not {arch}")
+            archs = cubin_archs(blob)
+            if arch not in archs:
+                raise AssertionError(f"gpu.binary @{name} holds no {arch} cubin "
+                                     f"(found: {', '.join(archs) or 'none'})")
+            if blob not in shipped:
+                raise AssertionError(f"{library.name} does not contain gpu.binary @{name}")
+
+
+def _gpu_objects(module: Any) -> tuple[dict[str, list[tuple[str, bytes]]], set[str]]:
+    """Per gpu.binary its (target, bytes) objects, and the binaries gpu.launch_func names."""
+    from mlir.dialects.gpu import ObjectAttr
+    from mlir.ir import StringAttr, SymbolRefAttr
+
+    binaries: dict[str, list[tuple[str, bytes]]] = {}
+    launched: set[str] = set()
+    for op in placement.walk(module):
+        if op.name == "gpu.binary":
+            name = StringAttr(op.attributes["sym_name"]).value
+            objects = [ObjectAttr(o) for o in op.attributes["objects"]]
+            binaries[name] = [(str(o.target), bytes(o.object)) for o in objects]
+        elif op.name == "gpu.launch_func":
+            launched.add(SymbolRefAttr(op.attributes["kernel"]).value[0])
+    return binaries, launched
+
+
+def cubin_archs(blob: bytes) -> list[str]:
+    """The ``sm_XX`` of the CUDA ELF images in a fatbin, or of a bare cubin."""
+    if blob[:4] == b"\x7fELF":
+        return [f"sm_{_cubin_sm(blob)}"] if _elf_machine(blob) == EM_CUDA else []
+    if len(blob) < 16 or struct.unpack_from("<I", blob)[0] != FATBIN_MAGIC:
+        return []
+    header_size, fat_size = struct.unpack_from("<HQ", blob, 6)
+    archs, offset, end = [], header_size, min(len(blob), header_size + fat_size)
+    while offset + 0x20 <= end:
+        kind, _, entry_header, payload = struct.unpack_from("<HHIQ", blob, offset)
+        sm = struct.unpack_from("<I", blob, offset + 0x1C)[0]
+        if kind == 2:  # an ELF image, as opposed to PTX text
+            archs.append(f"sm_{sm}")
+        if entry_header == 0:
+            break
+        offset += entry_header + payload
+    return archs
+
+
+def _elf_machine(blob: bytes) -> int:
+    return struct.unpack_from("<H", blob, 18)[0]
+
+
+def _cubin_sm(blob: bytes) -> int:
+    return (struct.unpack_from("<I", blob, 48)[0] >> 8) & 0xFF  # e_flags of a 64-bit ELF
+
+
+# -- running -------------------------------------------------------------------------------
+
+
+def _gpu_runtime(ordinal: int) -> Any:
+    """XTC's GPUDevice on GPU ``ordinal`` (nvidia-smi's order) for this process."""
+    os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+    os.environ.setdefault("CUDA_VISIBLE_DEVICES", str(ordinal))
+    from xtc.runtimes.accelerator.gpu import GPUDevice
+
+    return GPUDevice()
+
+
+def evaluate(
+    compiled: Compiled, gpu: Any, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]
+) -> RunResult:
+    """Run through XTC's GPU evaluator: device operands are copied to GPU memory and back,
+    host operands are mapped; results land in ``outputs``."""
+    from xtc.runtimes.types.ndarray import NDArray
+
+    arrays = [*inputs, *outputs]
+    nd = [NDArray(a, runtime=gpu if on else None)
+          for a, on in zip(arrays, compiled.on_device, strict=True)]
+    nd_inputs, nd_outputs = nd[: len(inputs)], nd[len(inputs):]
+    evaluator = compiled.module.get_evaluator(
+        parameters=(nd_inputs, nd_outputs), repeat=1, number=1, min_repeat_ms=0
+    )
+    times, code, error = evaluator.evaluate()
+    if code != 0:
+        raise RuntimeError(f"XTC GPU evaluator returned code {code}: {error}")
+    for array, handle in zip(arrays, nd, strict=True):
+        handle.numpy(out=array)
+    return RunResult(times=[float(t) for t in times])
+
