@@ -105,6 +105,24 @@ class Artifact:
     notes: dict[str, str] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Timing:
+    """How to time a run, as XTC's evaluators take it: ``repeat`` measurements, each of
+    ``number`` calls, each measurement lasting at least ``min_repeat_ms``."""
+
+    repeat: int = 1
+    number: int = 1
+    min_repeat_ms: int = 0
+
+
+ONCE = Timing()  # one call, one measurement: enough to check results
+
+
+class InfrastructureError(RuntimeError):
+    """Raised by an adapter when the machinery failed, not the target's code: a device
+    that stops answering, a toolchain missing a file. Reported apart from wrong results."""
+
+
 @dataclass
 class RunResult:
     """Outputs written in place by the kernel, and the kernel's times in seconds."""
@@ -154,9 +172,23 @@ class TargetAdapter(ABC):
 
     @abstractmethod
     def run(
-        self, artifact: Artifact, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]
+        self,
+        artifact: Artifact,
+        inputs: Sequence[np.ndarray],
+        outputs: Sequence[np.ndarray],
+        timing: Timing = ONCE,
     ) -> RunResult:
-        """Run ``artifact``; write results into ``outputs`` in place."""
+        """Run ``artifact`` as ``timing`` says; write results into ``outputs`` in place and
+        leave in ``inputs`` what the kernel left of them; return the kernel's times."""
+
+    def prepare(self, workdir: Path) -> None:  # noqa: B027
+        """Called once per process before the first case, in the process that forks the
+        isolated cases: warm what every case would otherwise build again (imports,
+        runtimes). A failure here is ignored; the cases then meet it themselves."""
+
+    def peak_flops(self, dtype: str) -> float | None:
+        """The device's peak FLOP/s for ``dtype`` where the runtime reports one."""
+        return None
 
     def expectations_file(self) -> Path | None:
         """This target's expected failures: ``<adapter module>.expectations.yaml`` beside
@@ -189,5 +221,5 @@ class BrokenAdapter(TargetAdapter):
     def compile(self, case: Case, workdir: Path) -> Artifact:
         raise RuntimeError(self.error)
 
-    def run(self, artifact, inputs, outputs):  # type: ignore[no-untyped-def]
+    def run(self, artifact, inputs, outputs, timing=ONCE):  # type: ignore[no-untyped-def]
         raise RuntimeError(self.error)

@@ -86,15 +86,31 @@ def compare(
     return result
 
 
+def differing(a: np.ndarray, b: np.ndarray) -> int:
+    """How many elements of two same-shaped arrays differ bit for bit (NaN payloads too)."""
+    bytes_a = np.ascontiguousarray(a).view(np.uint8).reshape((*a.shape, -1))
+    bytes_b = np.ascontiguousarray(b).view(np.uint8).reshape((*b.shape, -1))
+    return int((bytes_a != bytes_b).any(-1).sum())
+
+
 def changed_inputs(
     names: Sequence[str], before: Sequence[np.ndarray], after: Sequence[np.ndarray]
 ) -> list[str]:
     """Inputs whose bytes differ after the run, with how many elements changed."""
-    changed = []
-    for name, old, new in zip(names, before, after, strict=True):
-        if old.tobytes() != new.tobytes():
-            count = int(
-                (old.view(np.uint8) != new.view(np.uint8)).reshape((*old.shape, -1)).any(-1).sum()
-            )
-            changed.append(f"input {name} was modified by the kernel ({count} elements changed)")
-    return changed
+    return [
+        f"input {name} was modified by the kernel ({count} elements changed)"
+        for name, old, new in zip(names, before, after, strict=True)
+        if (count := differing(old, new))
+    ]
+
+
+def unstable_outputs(
+    names: Sequence[str], first: Sequence[np.ndarray], second: Sequence[np.ndarray]
+) -> list[str]:
+    """Outputs that differ bit for bit between two runs of the same kernel on the same
+    inputs (a nondeterministic parallel reduction, say)."""
+    return [
+        f"output {name} changed between two runs ({count} elements differ)"
+        for name, a, b in zip(names, first, second, strict=True)
+        if (count := differing(a, b))
+    ]

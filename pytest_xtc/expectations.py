@@ -1,9 +1,9 @@
 """Expected failures of a target, as data: ``targets/<adapter module>.expectations.yaml``.
 
 Each entry: ``pattern`` (fnmatch over the case id, e.g. ``relu-float64-*``), ``phase``
-(``compile`` or ``run``; a wrong result counts as ``run``), ``reason`` and ``url``. They
-serve CI: a certification run ignores them. Strict: a case that matches and passes fails,
-saying to remove the entry.
+(``compile``, ``placement`` or ``run``; a wrong result counts as ``run``), ``reason`` and
+``url``. They serve CI: a certification run ignores them. Strict: a case that matches
+and passes fails, saying to remove the entry.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-PHASES = ("compile", "run")
+PHASES = ("compile", "placement", "run")
 
 
 class ExpectationFileError(ValueError):
@@ -36,8 +36,9 @@ class Expectation:
 
 
 def outcome_phase(phase: str) -> str:
-    """The expectation phase of a runner phase: compiling, or running and checking."""
-    return "compile" if phase == "compile" else "run"
+    """The expectation phase of a runner phase: compiling, the placement check, or
+    running and checking (a wrong result counts as ``run``)."""
+    return phase if phase in ("compile", "placement") else "run"
 
 
 @cache

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from pytest_xtc import graphs
-from pytest_xtc.adapter import Artifact, RunResult, TargetSpec
+from pytest_xtc.adapter import ONCE, Artifact, RunResult, TargetSpec, Timing
 from pytest_xtc.cases import Case
 from pytest_xtc.targets.host import HostTarget
 
@@ -23,9 +23,13 @@ class LastRowWrong(HostTarget):
     """The last row of each output repeats the row above it (a tile-remainder bug)."""
 
     def run(
-        self, artifact: Artifact, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]
+        self,
+        artifact: Artifact,
+        inputs: Sequence[np.ndarray],
+        outputs: Sequence[np.ndarray],
+        timing: Timing = ONCE,
     ) -> RunResult:
-        result = super().run(artifact, inputs, outputs)
+        result = super().run(artifact, inputs, outputs, timing)
         for out in outputs:
             if out.ndim and out.shape[0] > 1:
                 out[-1] = out[-2]
@@ -38,10 +42,14 @@ class Float16Arithmetic(HostTarget):
     """Inputs and results pass through float16, as if the kernel computed in half."""
 
     def run(
-        self, artifact: Artifact, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]
+        self,
+        artifact: Artifact,
+        inputs: Sequence[np.ndarray],
+        outputs: Sequence[np.ndarray],
+        timing: Timing = ONCE,
     ) -> RunResult:
         halved = [a.astype(np.float16).astype(a.dtype) for a in inputs]
-        result = super().run(artifact, halved, outputs)
+        result = super().run(artifact, halved, outputs, timing)
         for out in outputs:
             out[...] = out.astype(np.float16).astype(out.dtype)
         return result
@@ -51,7 +59,11 @@ class OutputNeverWritten(HostTarget):
     """Compiles, but never runs the kernel: outputs keep whatever they held."""
 
     def run(
-        self, artifact: Artifact, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]
+        self,
+        artifact: Artifact,
+        inputs: Sequence[np.ndarray],
+        outputs: Sequence[np.ndarray],
+        timing: Timing = ONCE,
     ) -> RunResult:
         return RunResult()
 
@@ -60,9 +72,13 @@ class InputOverwritten(HostTarget):
     """The kernel scribbles on its first input after computing."""
 
     def run(
-        self, artifact: Artifact, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]
+        self,
+        artifact: Artifact,
+        inputs: Sequence[np.ndarray],
+        outputs: Sequence[np.ndarray],
+        timing: Timing = ONCE,
     ) -> RunResult:
-        result = super().run(artifact, inputs, outputs)
+        result = super().run(artifact, inputs, outputs, timing)
         inputs[0].flat[0] = inputs[0].flat[0] + np.asarray(1, inputs[0].dtype)
         return result
 
@@ -71,11 +87,15 @@ class TransposedOperand(HostTarget):
     """The kernel reads its last input transposed (same memory, wrong layout)."""
 
     def run(
-        self, artifact: Artifact, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]
+        self,
+        artifact: Artifact,
+        inputs: Sequence[np.ndarray],
+        outputs: Sequence[np.ndarray],
+        timing: Timing = ONCE,
     ) -> RunResult:
         last = inputs[-1]
         swapped = np.ascontiguousarray(last.reshape(last.shape[::-1]).T) if last.ndim == 2 else last
-        return super().run(artifact, [*inputs[:-1], swapped], outputs)
+        return super().run(artifact, [*inputs[:-1], swapped], outputs, timing)
 
 
 class ReluPassesNegatives(HostTarget):
@@ -102,11 +122,15 @@ class ConvIgnoresStride(HostTarget):
         return artifact
 
     def run(
-        self, artifact: Artifact, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]
+        self,
+        artifact: Artifact,
+        inputs: Sequence[np.ndarray],
+        outputs: Sequence[np.ndarray],
+        timing: Timing = ONCE,
     ) -> RunResult:
         module, shapes = artifact.handle
         full = [np.full(s, np.nan, dtype=o.dtype) for s, o in zip(shapes, outputs, strict=True)]
-        result = super().run(Artifact(artifact.directory, module), inputs, full)
+        result = super().run(Artifact(artifact.directory, module), inputs, full, timing)
         for out, whole in zip(outputs, full, strict=True):
             out[...] = whole[tuple(slice(0, n) for n in out.shape)]
         return result

@@ -16,7 +16,7 @@ import pytest
 from pytest_xtc import expectations, registry, reporting
 from pytest_xtc.adapter import TargetAdapter
 from pytest_xtc.cases import DEVICE, Case, CaseFileError, check_unique, load_case_paths, placements
-from pytest_xtc.runner import Outcome, Status, run_case
+from pytest_xtc.runner import Outcome, Settings, Status, run_case
 
 ENV_TARGETS = "XTC_TEST_TARGETS"
 OUTCOME_KEY = "xtc_outcome"
@@ -62,6 +62,33 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         default=False,
         help="ignore the targets' expected-failure files (as a certification run does)",
+    )
+    group.addoption(
+        "--xtc-no-isolation",
+        action="store_true",
+        default=False,
+        help="compile and run in the pytest process itself, not in a forked child per case "
+        "(faster to debug; a crash or a hang then ends the session)",
+    )
+    group.addoption(
+        "--xtc-compile-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="time limit of one compilation, for every target (default: the target's own)",
+    )
+    group.addoption(
+        "--xtc-run-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="time limit of one run, for every target (default: the target's own)",
+    )
+    group.addoption(
+        "--xtc-repeat-check",
+        action="store_true",
+        default=False,
+        help="run each kernel twice and fail results that change between the runs",
     )
     group.addoption(
         "--xtc-seed",
@@ -190,13 +217,27 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize(("xtc_adapter", "xtc_case"), params)
 
 
+def settings(config: pytest.Config) -> Settings:
+    """The runner's settings from the command line."""
+    limits = {
+        phase: value
+        for phase in ("compile", "run")
+        if (value := config.getoption(f"xtc_{phase}_timeout")) is not None
+    }
+    return Settings(
+        base_seed=config.getoption("xtc_seed"),
+        isolate=not config.getoption("xtc_no_isolation"),
+        repeat_check=config.getoption("xtc_repeat_check"),
+        limits=limits,
+    )
+
+
 @pytest.fixture
 def xtc_outcome(
     request: pytest.FixtureRequest, xtc_adapter: TargetAdapter, xtc_case: Case, tmp_path: Path
 ) -> Outcome:
     """Runs the case on the target; the outcome also reaches reports."""
-    seed = request.config.getoption("xtc_seed")
-    outcome = run_case(xtc_adapter, xtc_case, tmp_path, seed)
+    outcome = run_case(xtc_adapter, xtc_case, tmp_path, settings(request.config))
     request.node.user_properties.append((OUTCOME_KEY, outcome.to_dict()))
     return outcome
 
@@ -248,32 +289,59 @@ def conclude(request: pytest.FixtureRequest, adapter: TargetAdapter, outcome: Ou
             pytest.fail(f"--xtc-strict: cannot run here: {outcome.message}", pytrace=False)
         pytest.skip(outcome.message)
     rerun = rerun_command(request.config, request.node.name, outcome.target)
+    if outcome.status is Status.ERROR:
+        pytest.fail(
+            f"[infrastructure error, {outcome.phase}] {outcome.message}\nrerun alone: {rerun}",
+            pytrace=False,
+        )
     pytest.fail(f"[{outcome.phase}] {outcome.message}\nrerun alone: {rerun}", pytrace=False)
 
 
 class OutcomeCollector:
     """Gathers the outcomes of every case (from xdist workers too) for the summary."""
 
+    COLUMNS = (
+        "passed",
+        "failed",
+        "infrastructure error",
+        "expected failure",
+        "not-supported",
+        "skipped",
+    )
+
     def __init__(self) -> None:
-        self.results: list[dict[str, Any]] = []
+        self.results: list[tuple[str, str, str]] = []  # target, column, reason
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when != "call":
             return
-        self.results += [value for key, value in report.user_properties if key == OUTCOME_KEY]
+        for key, value in report.user_properties:
+            if key != OUTCOME_KEY:
+                continue
+            column = value["status"]
+            if hasattr(report, "wasxfail"):
+                column = "expected failure"
+            elif column == Status.ERROR.value:
+                column = "infrastructure error"
+            elif column in ("passed", "failed") and report.outcome != column:
+                column = report.outcome  # an unexpected pass of an expected failure
+            reason = value["message"] if column in ("not-supported", "skipped") else ""
+            self.results.append((value["target"], column, reason))
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not self.results:
             return
-        by_target: dict[str, Counter[str]] = defaultdict(Counter)
+        from pytest_xtc.listing import table
+
+        counts: dict[str, Counter[str]] = defaultdict(Counter)
         reasons: dict[str, Counter[str]] = defaultdict(Counter)
-        for result in self.results:
-            by_target[result["target"]][result["status"]] += 1
-            if result["status"] in (Status.SKIPPED.value, Status.NOT_SUPPORTED.value):
-                reasons[result["target"]][f"{result['status']}: {result['message']}"] += 1
+        for target, column, reason in self.results:
+            counts[target][column] += 1
+            if reason:
+                reasons[target][f"{column}: {reason}"] += 1
+        rows = [[t, *(str(counts[t][c]) for c in self.COLUMNS)] for t in sorted(counts)]
         terminalreporter.write_sep("=", "XTC conformance")
-        for target, counts in sorted(by_target.items()):
-            line = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
-            terminalreporter.write_line(f"{target}: {line}")
+        terminalreporter.write_line(table(["target", *self.COLUMNS], rows))
+        for target in sorted(reasons):
             for reason, n in reasons[target].most_common():
-                terminalreporter.write_line(f"    {n} x {reason}")
+                terminalreporter.write_line(f"  {n} x {reason}")

@@ -1,24 +1,39 @@
-"""Running one case on one target: probe, capabilities, compile, run, check. No pytest."""
+"""Running one case on one target: probe, capabilities, compile, run, check. No pytest.
+
+The target's own work (compile, placement check, run) happens in a forked child when
+isolation is on (the default where ``fork`` exists): a crash or a hang there fails one
+case, with its cause, and the session goes on. Checking happens in the parent.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import enum
+import os
+import re
+import tempfile
 import time
 import traceback
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from pytest_xtc import checking, graphs, placement, reference
-from pytest_xtc.adapter import TargetAdapter, Tier
+from pytest_xtc import checking, graphs, isolation, placement, reference
+from pytest_xtc.adapter import ONCE, InfrastructureError, TargetAdapter, Tier, Timing
 from pytest_xtc.cases import Case
+
+LOCK_DIR_ENV = "XTC_LOCK_DIR"
+DEVICE_WAIT_S = 3600.0  # longest wait for a device another worker holds
 
 
 class Status(str, enum.Enum):
     PASSED = "passed"
     FAILED = "failed"  # wrong results, or a compile or run failure: not conformant
+    ERROR = "error"  # the infrastructure failed (toolchain, device): not a verdict on results
     SKIPPED = "skipped"  # this machine cannot run the target (probe says why)
     NOT_SUPPORTED = "not-supported"  # the adapter declares the capability absent
 
@@ -43,6 +58,32 @@ class Outcome:
         return data
 
 
+@dataclass
+class Settings:
+    """How cases run; the same for every case of a session."""
+
+    base_seed: int = 0
+    isolate: bool = True
+    timing: Timing = ONCE
+    repeat_check: bool = False  # run twice, flag results that differ bit for bit
+    limits: dict[str, float] = field(default_factory=dict)  # overrides: compile, run
+
+
+@dataclass
+class _Work:
+    """What the target's side of a case sends back to the checking side."""
+
+    phase: str = "compile"
+    failure: str = ""
+    infrastructure: bool = False
+    compile_s: float = 0.0
+    run_s: float = 0.0
+    times: list[float] = field(default_factory=list)
+    inputs: list[np.ndarray] = field(default_factory=list)
+    outputs: list[np.ndarray] = field(default_factory=list)
+    second: list[np.ndarray] | None = None  # outputs of the repeat-check run
+
+
 def _failure(exc: BaseException) -> str:
     """The exception and where it was raised, in a few lines."""
     frames = traceback.extract_tb(exc.__traceback__)[-3:]
@@ -50,9 +91,39 @@ def _failure(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" + (f" [{where}]" if where else "")
 
 
-def run_case(adapter: TargetAdapter, case: Case, workdir: Path, base_seed: int = 0) -> Outcome:
+def _is_infrastructure(exc: BaseException, phase: str) -> bool:
+    """A toolchain that is missing a file or cannot start, or an adapter's own say-so."""
+    return isinstance(exc, InfrastructureError) or (phase == "compile" and isinstance(exc, OSError))
+
+
+def device_lock(key: str | None) -> AbstractContextManager[Any]:
+    """A cross-process lock for one physical device (``filelock``); none for ``None``."""
+    if key is None:
+        return nullcontext()
+    from filelock import FileLock
+
+    folder = Path(os.environ.get(LOCK_DIR_ENV) or Path(tempfile.gettempdir()) / "pytest-xtc-locks")
+    folder.mkdir(parents=True, exist_ok=True)
+    return FileLock(str(folder / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', key)}.lock"))
+
+
+_prepared: set[int] = set()
+
+
+def _prepare(adapter: TargetAdapter, workdir: Path) -> None:
+    if id(adapter) in _prepared:
+        return
+    _prepared.add(id(adapter))
+    with contextlib.suppress(Exception):  # the cases meet the same problem and report it
+        adapter.prepare(workdir.parent / f"prepare-{adapter.name}")
+
+
+def run_case(
+    adapter: TargetAdapter, case: Case, workdir: Path, settings: Settings | None = None
+) -> Outcome:
     """Everything about one case on one target, as an :class:`Outcome`. Never raises for
     what a target does wrong: that is the outcome."""
+    settings = settings or Settings()
     probe = adapter.status()
     outcome = Outcome(case.id, adapter.name, Status.SKIPPED, "probe", tier=probe.tier.value)
     if probe.tier is Tier.UNAVAILABLE:
@@ -61,61 +132,112 @@ def run_case(adapter: TargetAdapter, case: Case, workdir: Path, base_seed: int =
     try:
         missing = adapter.capabilities().missing(case)
     except Exception as exc:
-        return _failed(outcome, "capabilities", f"capabilities() raised {_failure(exc)}")
+        return _end(
+            outcome, Status.FAILED, "capabilities", f"capabilities() raised {_failure(exc)}"
+        )
     if missing:
-        outcome.status, outcome.phase = Status.NOT_SUPPORTED, "capabilities"
-        outcome.message = f"{adapter.name}: {missing}"
-        return outcome
+        return _end(outcome, Status.NOT_SUPPORTED, "capabilities", f"{adapter.name}: {missing}")
 
-    start = time.perf_counter()
-    try:
-        artifact = adapter.compile(case, workdir)
-    except Exception as exc:
-        return _failed(outcome, "compile", f"compilation failed: {_failure(exc)}")
-    finally:
-        outcome.compile_s = time.perf_counter() - start
-
-    if case.placement is not None:
+    execute = probe.tier is Tier.EXECUTE
+    inputs: list[np.ndarray] = []
+    outputs: list[np.ndarray] = []
+    if execute:
+        outcome.seed = case.seed(settings.base_seed)
+        inputs = case.make_inputs(outcome.seed)
+        outputs = [np.full(o.shape, np.nan, o.dtype) for o in graphs.outputs(case.graph)]
+    work = _target_work(adapter, case, workdir, inputs, outputs, execute, settings)
+    compile_limit, run_limit = adapter.time_limits()
+    limits = {"compile": compile_limit, "run": run_limit, "wait-device": DEVICE_WAIT_S}
+    limits.update(settings.limits)
+    if settings.isolate and isolation.available():
+        _prepare(adapter, workdir)
         try:
-            placement.check(case, artifact.directory)
-        except Exception as exc:
-            return _failed(outcome, "placement", f"placement check failed: {_failure(exc)}")
+            done: _Work = isolation.run_in_child(work, limits, "compile")
+        except isolation.ChildFailure as exc:
+            status = Status.ERROR if exc.phase in ("compile", "wait-device") else Status.FAILED
+            return _end(outcome, status, exc.phase, str(exc))
+    else:
+        done = work(lambda phase: None)
+    outcome.compile_s, outcome.run_s, outcome.times = done.compile_s, done.run_s, done.times
+    if done.failure:
+        status = Status.ERROR if done.infrastructure else Status.FAILED
+        return _end(outcome, status, done.phase, done.failure)
+    if not execute:
+        return _end(outcome, Status.PASSED, done.phase, "")
+    return _check(outcome, case, inputs, done)
 
-    if probe.tier is Tier.COMPILE_ONLY:
+
+def _target_work(
+    adapter: TargetAdapter,
+    case: Case,
+    workdir: Path,
+    inputs: list[np.ndarray],
+    outputs: list[np.ndarray],
+    execute: bool,
+    settings: Settings,
+) -> Callable[[Callable[[str], None]], _Work]:
+    """The target's side of a case, run in the child (or in process without isolation)."""
+
+    def work(report: Callable[[str], None]) -> _Work:
+        done = _Work()
+        phase = "compile"
         try:
-            adapter.check_artifact(case, artifact)
+            start = time.perf_counter()
+            artifact = adapter.compile(case, workdir)
+            done.compile_s = time.perf_counter() - start
+            if case.placement is not None:
+                phase = "placement"
+                placement.check(case, artifact.directory)
+            if not execute:
+                phase = "check-artifact"
+                adapter.check_artifact(case, artifact)
+                done.phase = phase
+                return done
+            phase = "wait-device"
+            report(phase)
+            with device_lock(adapter.lock_key()):
+                phase = "run"
+                report(phase)
+                first = [a.copy() for a in inputs]
+                start = time.perf_counter()
+                result = adapter.run(artifact, first, outputs, settings.timing)
+                done.run_s = time.perf_counter() - start
+                if settings.repeat_check:
+                    again = [np.full_like(o, np.nan) for o in outputs]
+                    adapter.run(artifact, [a.copy() for a in inputs], again, ONCE)
+                    done.second = again
+            done.phase, done.times, done.inputs, done.outputs = (
+                "check",
+                result.times,
+                first,
+                outputs,
+            )
         except Exception as exc:
-            return _failed(outcome, "check-artifact", f"artifact check failed: {_failure(exc)}")
-        outcome.status, outcome.phase = Status.PASSED, "check-artifact"
-        return outcome
+            done.phase, done.failure = phase, f"{phase} failed: {_failure(exc)}"
+            done.infrastructure = _is_infrastructure(exc, phase)
+        return done
 
-    seed = outcome.seed = case.seed(base_seed)
-    inputs = case.make_inputs(seed)
-    pristine = [a.copy() for a in inputs]
-    out_specs = graphs.outputs(case.graph)
-    outputs = [np.full(o.shape, np.nan, dtype=o.dtype) for o in out_specs]
-    start = time.perf_counter()
-    try:
-        result = adapter.run(artifact, inputs, outputs)
-    except Exception as exc:
-        return _failed(outcome, "run", f"run failed (seed {seed}): {_failure(exc)}")
-    finally:
-        outcome.run_s = time.perf_counter() - start
-    outcome.times = result.times
+    return work
 
-    outcome.phase = "check"
+
+def _check(outcome: Outcome, case: Case, pristine: list[np.ndarray], done: _Work) -> Outcome:
+    seed = outcome.seed
     in_names = [o.name for o in graphs.inputs(case.graph)]
-    problems = checking.changed_inputs(in_names, pristine, inputs)
+    out_names = [o.name for o in graphs.outputs(case.graph)]
+    problems = checking.changed_inputs(in_names, pristine, done.inputs)
     ref = reference.evaluate(case.graph, pristine, exact=case.exact, c=case.c)
-    comparison = checking.compare([o.name for o in out_specs], outputs, ref)
+    comparison = checking.compare(out_names, done.outputs, ref)
     outcome.worst_ratio = comparison.worst_ratio
     problems += [m.describe() for m in comparison.mismatches]
+    if done.second is not None:
+        problems += checking.unstable_outputs(out_names, done.outputs, done.second)
     if problems:
-        return _failed(outcome, "check", f"wrong results (seed {seed}): " + "; ".join(problems))
-    outcome.status = Status.PASSED
-    return outcome
+        return _end(
+            outcome, Status.FAILED, "check", f"wrong results (seed {seed}): " + "; ".join(problems)
+        )
+    return _end(outcome, Status.PASSED, "check", "")
 
 
-def _failed(outcome: Outcome, phase: str, message: str) -> Outcome:
-    outcome.status, outcome.phase, outcome.message = Status.FAILED, phase, message
+def _end(outcome: Outcome, status: Status, phase: str, message: str) -> Outcome:
+    outcome.status, outcome.phase, outcome.message = status, phase, message
     return outcome

@@ -135,9 +135,35 @@ def schedule(backend: Any, case: Case, extra: Sequence[tuple[str, tuple[Any, ...
     """Apply the case's scheduler calls (then ``extra``, a target's own) and schedule."""
     node = case.schedule.node
     scheduler = backend.get_scheduler(default_node=node) if node else backend.get_scheduler()
+    loops = set(scheduler.get_loop_nest().abstract_dims)
     for primitive, args in (*case.schedule.steps, *extra):
+        _check_loops(primitive, args, loops)
         getattr(scheduler, primitive)(*args)
     return scheduler.schedule()
+
+
+# Scheduler primitives whose first argument names existing loops, and those that create
+# loops (their second argument's keys). XTC ignores an unknown loop name silently, which
+# would make a schedule's coverage false: such a step is an error here.
+_USES_LOOPS = {"tile", "split", "strip_mine", "interchange", "vectorize", "parallelize",
+               "unroll", "pack_at", "buffer_at", "fuse_producer_at", "fuse_consumer_at",
+               "distribute", "distributed_buffer_at", "external_at"}
+_MAKES_LOOPS = {"tile", "split", "strip_mine"}
+
+
+def _check_loops(primitive: str, args: Sequence[Any], loops: set[str]) -> None:
+    if primitive not in _USES_LOOPS or not args:
+        return
+    named = args[0]
+    names = [named] if isinstance(named, str) else list(named)
+    unknown = sorted(set(names) - loops)
+    if unknown:
+        raise ValueError(
+            f"schedule step {primitive}{tuple(args)!r} names unknown loop "
+            f"{', '.join(unknown)} (loops: {', '.join(sorted(loops))})"
+        )
+    if primitive in _MAKES_LOOPS and len(args) > 1 and isinstance(args[1], Mapping):
+        loops.update(args[1])
 
 
 def compile_case(

@@ -10,12 +10,14 @@ import numpy as np
 
 from pytest_xtc import xtc_env
 from pytest_xtc.adapter import (
+    ONCE,
     Artifact,
     Capabilities,
     Probe,
     RunResult,
     TargetAdapter,
     Tier,
+    Timing,
 )
 from pytest_xtc.cases import HOST, Case
 
@@ -45,18 +47,36 @@ class HostTarget(TargetAdapter):
         return Artifact(workdir, module, sorted(workdir.iterdir()))
 
     def run(
-        self, artifact: Artifact, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]
+        self,
+        artifact: Artifact,
+        inputs: Sequence[np.ndarray],
+        outputs: Sequence[np.ndarray],
+        timing: Timing = ONCE,
     ) -> RunResult:
-        return evaluate(artifact.handle, inputs, outputs)
+        return evaluate(artifact.handle, inputs, outputs, timing)
+
+    def prepare(self, workdir: Path) -> None:
+        """Import XTC, build its host runtime and compile one small kernel, so that the
+        forked cases find all of it done."""
+        from pytest_xtc.conformance import builtin_cases
+        from xtc.runtimes.host.runtime import RuntimeType, resolve_runtime
+
+        resolve_runtime(RuntimeType.HOST)
+        warm = next(c for c in builtin_cases() if c.op == "matmul+relu")
+        self.compile(warm, workdir)
+
+    def peak_flops(self, dtype: str) -> float | None:
+        from xtc.runtimes.host import HostRuntime
+
+        peak = float(HostRuntime.get().evaluate_flops(dtype))
+        return peak or None
 
 
 def evaluate(
     module: Any,
     inputs: Sequence[np.ndarray],
     outputs: Sequence[np.ndarray],
-    repeat: int = 1,
-    number: int = 1,
-    min_repeat_ms: int = 0,
+    timing: Timing = ONCE,
 ) -> RunResult:
     """Run an XTC module through its evaluator; outputs and the kernel's view of its
     inputs are copied back into the given arrays."""
@@ -66,9 +86,9 @@ def evaluate(
     nd_outputs = [NDArray(a) for a in outputs]
     evaluator = module.get_evaluator(
         parameters=(nd_inputs, nd_outputs),
-        repeat=repeat,
-        number=number,
-        min_repeat_ms=min_repeat_ms,
+        repeat=timing.repeat,
+        number=timing.number,
+        min_repeat_ms=timing.min_repeat_ms,
     )
     times, code, error = evaluator.evaluate()
     if code != 0:

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_xtc import xtc_env
 from pytest_xtc.adapter import (
+    ONCE,
     Artifact,
     Capabilities,
     OptionSpec,
@@ -43,6 +44,7 @@ from pytest_xtc.adapter import (
     TargetAdapter,
     TargetSpec,
     Tier,
+    Timing,
 )
 from pytest_xtc.cases import DEVICE, HOST, Case
 
@@ -242,12 +244,17 @@ class MppaTarget(TargetAdapter):
         return Artifact(workdir, module, sorted(workdir.iterdir()), notes)
 
     def run(
-        self, artifact: Artifact, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]
+        self,
+        artifact: Artifact,
+        inputs: Sequence[np.ndarray],
+        outputs: Sequence[np.ndarray],
+        timing: Timing = ONCE,
     ) -> RunResult:
         from pytest_xtc.targets.host import evaluate
 
+        # XTC's MPPA evaluator takes one call per measurement and no minimum duration.
         with self._xtc_env():
-            return evaluate(artifact.handle, inputs, outputs)
+            return evaluate(artifact.handle, inputs, outputs, Timing(timing.repeat, 1, 0))
 
     def device(self, workdir: Path) -> Any:
         """XTC's MppaDevice for this platform, made at first use. It is one per process, so

@@ -30,6 +30,7 @@ import numpy as np
 
 from pytest_xtc import placement, xtc_env
 from pytest_xtc.adapter import (
+    ONCE,
     Artifact,
     Capabilities,
     OptionSpec,
@@ -38,6 +39,7 @@ from pytest_xtc.adapter import (
     TargetAdapter,
     TargetSpec,
     Tier,
+    Timing,
 )
 from pytest_xtc.cases import DEVICE, HOST, Case
 
@@ -223,10 +225,14 @@ class NvgpuTarget(TargetAdapter):
     # -- running ---------------------------------------------------------------------------
 
     def run(
-        self, artifact: Artifact, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]
+        self,
+        artifact: Artifact,
+        inputs: Sequence[np.ndarray],
+        outputs: Sequence[np.ndarray],
+        timing: Timing = ONCE,
     ) -> RunResult:
         compiled: Compiled = artifact.handle
-        return evaluate(compiled, _gpu_runtime(self.ordinal()), inputs, outputs)
+        return evaluate(compiled, _gpu_runtime(self.ordinal()), inputs, outputs, timing)
 
 
 # -- the toolkit and the driver ------------------------------------------------------------
@@ -481,7 +487,11 @@ def _gpu_runtime(ordinal: int) -> Any:
 
 
 def evaluate(
-    compiled: Compiled, gpu: Any, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]
+    compiled: Compiled,
+    gpu: Any,
+    inputs: Sequence[np.ndarray],
+    outputs: Sequence[np.ndarray],
+    timing: Timing = ONCE,
 ) -> RunResult:
     """Run through XTC's GPU evaluator: device operands are copied to GPU memory and back,
     host operands are mapped; results land in ``outputs``."""
@@ -492,7 +502,10 @@ def evaluate(
           for a, on in zip(arrays, compiled.on_device, strict=True)]
     nd_inputs, nd_outputs = nd[: len(inputs)], nd[len(inputs):]
     evaluator = compiled.module.get_evaluator(
-        parameters=(nd_inputs, nd_outputs), repeat=1, number=1, min_repeat_ms=0
+        parameters=(nd_inputs, nd_outputs),
+        repeat=timing.repeat,
+        number=timing.number,
+        min_repeat_ms=timing.min_repeat_ms,
     )
     times, code, error = evaluator.evaluate()
     if code != 0:

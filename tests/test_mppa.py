@@ -430,5 +430,5 @@ def test_no_toolchain_every_case_skipped_naming_it(
     assert skipped >= 35 and set(outcomes) == {"skipped"}, outcomes
     reason = "MPPA is not supported on Darwin" if platform.system() == "Darwin" else NO_TOOLCHAIN
     result.stdout.fnmatch_lines(
-        [f"{name}: {skipped} skipped", f"*{skipped} x skipped: {name}: {reason}"]
+        [f"{name}*0*0*0*0*0*{skipped}", f"*{skipped} x skipped: {name}: {reason}"]
     )
