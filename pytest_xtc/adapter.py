@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import inspect
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -83,6 +84,17 @@ class OptionSpec:
     help: str
     env: str | None = None
     choices: Sequence[str] | None = None
+    pattern: str | None = None  # a regular expression the whole value must match
+    expected: str = ""  # what a valid value looks like, for people
+
+    def problem(self, value: str) -> str | None:
+        """Why ``value`` is not valid for this option, or None."""
+        if self.choices is not None and value not in self.choices:
+            return f"--xtc-{self.name}={value}: expected one of {', '.join(self.choices)}"
+        if self.pattern is not None and re.fullmatch(self.pattern, value) is None:
+            expected = self.expected or f"a match of {self.pattern!r}"
+            return f"--xtc-{self.name}={value}: not a valid value (expected {expected})"
+        return None
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""``xtc-conformance``: list targets, run a certification, verify and merge bundles.
+"""``xtc-conformance``: list targets, run a certification, verify and merge bundles, and
+prove the suite's own power (``selftest``).
 
 Exit status: 0 when all went well, 1 when a bundle does not verify or cannot be merged,
 or when ``run`` finds a target not conformant to a claimed profile (``--profile``, default
@@ -162,6 +163,9 @@ def build_parser() -> argparse.ArgumentParser:
                             "consistency of results and verdicts")
     verify.add_argument("bundle", type=Path, metavar="DIR")
 
+    sub.add_parser("selftest", help="prove the suite's power: faulty host variants must all "
+                   "be rejected, the real host must pass three seeded runs")
+
     merge = sub.add_parser("merge", help="merge bundles of shards or machines into one")
     merge.add_argument("out", type=Path, metavar="OUT")
     merge.add_argument("bundles", type=Path, nargs="+", metavar="DIR")
@@ -181,6 +185,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_run(args, extra)
         if args.command == "verify":
             return cmd_verify(args)
+        if args.command == "selftest":
+            from pytest_xtc import selftest
+
+            return 0 if selftest.run() else 1
         return cmd_merge(args)
     except CliError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)

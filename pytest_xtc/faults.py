@@ -7,6 +7,7 @@ that the checks can fail (``xtc-conformance selftest`` and the plugin's own test
 from __future__ import annotations
 
 import copy
+import time
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -20,7 +21,10 @@ from pytest_xtc.targets.host import HostTarget
 
 
 class LastRowWrong(HostTarget):
-    """The last row of each output repeats the row above it (a tile-remainder bug)."""
+    """A tile-remainder bug: when the first dimension of an output is not a multiple of
+    the tile (4), its last row repeats the row above it."""
+
+    TILE = 4
 
     def run(
         self,
@@ -31,10 +35,9 @@ class LastRowWrong(HostTarget):
     ) -> RunResult:
         result = super().run(artifact, inputs, outputs, timing)
         for out in outputs:
-            if out.ndim and out.shape[0] > 1:
+            rows = out.shape[0] if out.ndim else 0
+            if rows > 1 and rows % self.TILE:
                 out[-1] = out[-2]
-            elif out.ndim:
-                out[-1] = out[-1] * np.asarray(1.5, out.dtype)
         return result
 
 
@@ -136,6 +139,39 @@ class ConvIgnoresStride(HostTarget):
         return result
 
 
+class Crash(HostTarget):
+    """The kernel dereferences a null pointer: the process dies of SIGSEGV."""
+
+    def run(
+        self,
+        artifact: Artifact,
+        inputs: Sequence[np.ndarray],
+        outputs: Sequence[np.ndarray],
+        timing: Timing = ONCE,
+    ) -> RunResult:
+        import ctypes
+
+        ctypes.string_at(0)  # a segmentation fault, as a broken kernel would
+        raise AssertionError("unreachable")
+
+
+class Hang(HostTarget):
+    """The kernel never returns (its run time limit is 0.5 s, to keep the proof short)."""
+
+    def time_limits(self) -> tuple[float, float]:
+        return (120.0, 0.5)
+
+    def run(
+        self,
+        artifact: Artifact,
+        inputs: Sequence[np.ndarray],
+        outputs: Sequence[np.ndarray],
+        timing: Timing = ONCE,
+    ) -> RunResult:
+        while True:
+            time.sleep(60)
+
+
 FAULTS: dict[str, type[HostTarget]] = {
     "last-row-wrong": LastRowWrong,
     "float16": Float16Arithmetic,
@@ -144,6 +180,8 @@ FAULTS: dict[str, type[HostTarget]] = {
     "transposed-operand": TransposedOperand,
     "relu-passes-negatives": ReluPassesNegatives,
     "conv-ignores-stride": ConvIgnoresStride,
+    "crash": Crash,
+    "hang": Hang,
 }
 
 

@@ -106,6 +106,8 @@ class NvgpuTarget(TargetAdapter):
             help="GPU arch to compile for, e.g. sm_90; without a GPU it enables the "
             "compile-only tier",
             env="XTC_NVGPU_ARCH",
+            pattern=_ARCH.pattern.strip("^$"),
+            expected="sm_<major><minor>, e.g. sm_90",
         ),
     )
 

@@ -1,0 +1,87 @@
+"""The suite proves its own power: every faulty host variant must be rejected, and the real
+host target must pass three runs with different seeds. Used by ``xtc-conformance selftest``.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pytest_xtc import faults
+from pytest_xtc.adapter import TargetAdapter, TargetSpec
+from pytest_xtc.cases import Case
+from pytest_xtc.runner import Settings, Status, run_case
+from pytest_xtc.targets.host import HostTarget
+
+# A small, varied slice of the catalog: sizes that are and are not multiples of the tiles,
+# strided and padded conv2d, graphs, data movement, random and exact inputs.
+SHAPES = frozenset({
+    "13x11x7", "64x64x64", "1x9x9x3-3x3x8-s2-p1", "5x7", "8x64x128x10",
+    "5x7-pad0:1-2_1:0-3", "2x5x3x1-pad1", "8x10-pad0:1-2_1:0-3",
+})
+SCHEDULES = frozenset({"none", "tile", "vectorize"})
+SEEDS = (0, 1, 2)
+
+
+def selected_cases() -> list[Case]:
+    from pytest_xtc.conformance import builtin_cases
+
+    return [
+        c for c in builtin_cases()
+        if c.dtype == "float32" and c.shape in SHAPES and c.schedule.name in SCHEDULES
+    ]
+
+
+@dataclass
+class Tally:
+    name: str
+    cases: int = 0
+    rejected: list[str] = field(default_factory=list)  # case ids, with the first cause
+    causes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def _run(adapter: TargetAdapter, cases: Sequence[Case], seed: int, workdir: Path) -> Tally:
+    tally = Tally(adapter.name, len(cases))
+    start = time.perf_counter()
+    for n, case in enumerate(cases):
+        outcome = run_case(adapter, case, workdir / f"{adapter.name}-{seed}-{n}", Settings(seed))
+        if outcome.status is not Status.PASSED:
+            tally.rejected.append(case.id)
+            tally.causes.append(f"[{outcome.phase}] {outcome.message}")
+    tally.seconds = time.perf_counter() - start
+    return tally
+
+
+def run(log: Callable[[str], None] = print) -> bool:
+    """Run every fault and the real host; log what was caught. True when all went right."""
+    cases = selected_cases()
+    ok = True
+    with tempfile.TemporaryDirectory(prefix="xtc-selftest-") as tmp:
+        workdir = Path(tmp)
+        log(f"selftest: {len(faults.FAULTS)} faulty host variants over {len(cases)} cases")
+        rejected = 0
+        for name in faults.FAULTS:
+            tally = _run(faults.make(name), cases, SEEDS[0], workdir)
+            caught = len(tally.rejected)
+            rejected += bool(caught)
+            verdict = "REJECTED" if caught else "NOT REJECTED"
+            log(f"  {name:<22} {verdict}: {caught} of {tally.cases} cases failed "
+                f"({tally.seconds:.1f} s)")
+            for case_id, cause in list(zip(tally.rejected, tally.causes, strict=True))[:3]:
+                log(f"      {case_id}: {cause[:150]}")
+            ok &= bool(caught)
+        log(f"faulty variants rejected: {rejected} of {len(faults.FAULTS)}")
+        host = HostTarget(TargetSpec("host", "host"))
+        for seed in SEEDS:
+            tally = _run(host, cases, seed, workdir)
+            passed = tally.cases - len(tally.rejected)
+            log(f"host, seed {seed}: {passed} of {tally.cases} passed ({tally.seconds:.1f} s)")
+            for case_id, cause in zip(tally.rejected, tally.causes, strict=True):
+                log(f"      {case_id}: {cause[:300]}")
+            ok &= not tally.rejected
+    log("selftest " + ("passed" if ok else "FAILED"))
+    return ok

@@ -1,0 +1,189 @@
+"""Crashes, hangs and bad input never lose a result; the suite proves its own power."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_xtc import faults
+
+# A vendor adapter whose kernel segfaults on one case and never returns on another.
+SABOTEUR = """
+import ctypes, time
+from pytest_xtc.targets.host import HostTarget
+
+class Saboteur(HostTarget):
+    def compile(self, case, workdir):
+        artifact = super().compile(case, workdir)
+        artifact.notes["case"] = case.id
+        return artifact
+
+    def run(self, artifact, inputs, outputs, timing=None):
+        if artifact.notes["case"] == "relu-float32-5x7-none":
+            ctypes.string_at(0)
+        if artifact.notes["case"] == "matmul-float32-13x11x7-none":
+            while True:
+                time.sleep(60)
+        return super().run(artifact, inputs, outputs)
+"""
+
+RAISES = """
+from pytest_xtc.targets.host import HostTarget
+
+class RaisesIn{phase}(HostTarget):
+    def {phase}(self, *args, **kwargs):
+        raise RuntimeError("adapter bug in {phase}")
+"""
+
+SELECT = "(relu-float32-5x7 or matmul-float32-13x11x7) and not exact"
+CASES = 4 + 7  # relu 5x7 schedules + matmul 13x11x7 schedules
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["no-xdist", "xdist-2"])
+def test_a_segfault_and_a_hang_cost_one_case_each(vendor, run, pytester, workers) -> None:
+    vendor(
+        "saboteur_xtc", {"saboteur": "saboteur_adapter:Saboteur"}, {"saboteur_adapter": SABOTEUR}
+    )
+    result = run(
+        "--xtc-target=saboteur",
+        "-k",
+        SELECT,
+        "--xtc-run-timeout=3",
+        "--xtc-report=bundle",
+        *workers,
+    )
+    assert result.ret == 1
+    result.assert_outcomes(passed=CASES - 2, failed=2)
+    out = result.stdout.str()
+    assert "crashed during run: killed by signal SIGSEGV (Segmentation fault)" in out
+    assert "timed out: run exceeded its 3 s limit" in out
+    result.stdout.fnmatch_lines(["saboteur*9*2*0*0*0*0"])
+    lines = (pytester.path / "bundle" / "results.jsonl").read_text().splitlines()
+    records = {r["case"]: r for r in map(json.loads, lines)}
+    assert len(records) == CASES
+    assert "SIGSEGV" in records["relu-float32-5x7-none"]["message"]
+    assert "timed out" in records["matmul-float32-13x11x7-none"]["message"]
+    assert sum(r["status"] == "passed" for r in records.values()) == CASES - 2
+
+
+@pytest.mark.parametrize("phase", ["probe", "compile", "run"])
+def test_an_adapter_that_raises_is_reported_not_fatal(vendor, run, phase) -> None:
+    vendor(
+        f"raises_{phase}",
+        {f"raises-{phase}": f"raises_{phase}:RaisesIn{phase}"},
+        {f"raises_{phase}": RAISES.format(phase=phase)},
+    )
+    result = run(f"--xtc-target=raises-{phase},host", "-k", "matmul-float32-13x11x7-tile]", "-rs")
+    host = result.parseoutcomes()
+    if phase == "probe":  # probe() must never raise: it then counts as unavailable
+        assert result.ret == 0 and host["passed"] == 1 and host["skipped"] == 1
+        result.stdout.fnmatch_lines(["*probe raised RuntimeError: adapter bug in probe*"])
+    else:
+        assert result.ret == 1 and host["passed"] == 1 and host["failed"] == 1
+        result.stdout.fnmatch_lines([f"*{phase} failed: RuntimeError: adapter bug in {phase}*"])
+
+
+def test_a_toolchain_missing_a_file_is_an_infrastructure_error(vendor, run) -> None:
+    source = (
+        "from pytest_xtc.targets.host import HostTarget\n"
+        "class NoLinker(HostTarget):\n"
+        "    def compile(self, case, workdir):\n"
+        "        raise FileNotFoundError(2, 'No such file or directory', '/opt/tc/bin/ld')\n"
+    )
+    vendor("nolinker_xtc", {"nolinker": "nolinker:NoLinker"}, {"nolinker": source})
+    result = run("--xtc-target=nolinker", "-k", "matmul-float32-13x11x7-tile]")
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(
+        [
+            "*[[]infrastructure error, compile[]] compile failed: FileNotFoundError*/opt/tc/bin/*",
+            "nolinker*0*0*1*0*0*0",
+        ]
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--xtc-target=no-such"], "unknown XTC target 'no-such'; registered targets: "),
+        (["--xtc-target=mppa", "--xtc-mppa-platform=pdp11"], "invalid choice: 'pdp11'"),
+        (
+            ["--xtc-target=nvgpu", "--xtc-nvgpu-arch=ampere"],
+            "--xtc-nvgpu-arch=ampere: not a valid value (expected sm_<major><minor>, e.g. sm_90)",
+        ),
+        (["--xtc-target=host", "--xtc-cases=nowhere.yaml"], "nowhere.yaml: no such case file"),
+        (
+            ["--xtc-target=host", "--xtc-report=."],
+            "is not empty and holds no XTC conformance bundle",
+        ),
+    ],
+)
+def test_bad_input_is_a_one_line_usage_error(run, pytester, args, message) -> None:
+    pytester.makefile(".txt", unrelated="not a bundle")
+    result = run(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    err = result.stderr.str()
+    assert message in err, err
+    assert "Traceback" not in err
+
+
+def test_bad_platform_from_the_environment_is_a_usage_error(run, monkeypatch) -> None:
+    monkeypatch.setenv("XTC_MPPA_PLATFORM", "pdp11")
+    result = run("--xtc-target=mppa")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--xtc-mppa-platform=pdp11: expected one of iss, qemu, hw" in result.stderr.str()
+
+
+def test_malformed_expectation_file_names_file_and_line(vendor, run) -> None:
+    root = vendor(
+        "expect_xtc",
+        {"expecting": "expecting:Expecting"},
+        {
+            "expecting": "from pytest_xtc.targets.host import HostTarget\n"
+            "class Expecting(HostTarget):\n    pass\n"
+        },
+    )
+    (root / "expecting.expectations.yaml").write_text(
+        "- pattern: relu-*\n  phase: compile\n  reason: r\n  url: u\n"
+        "- pattern: mlp-*\n  phase: sometimes\n  reason: r\n  url: u\n"
+    )
+    result = run("--xtc-target=expecting")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    err = result.stderr.str()
+    assert "expecting.expectations.yaml:5: phase must be one of compile, placement, run" in err
+
+
+def test_same_seed_same_inputs_in_every_worker(vendor, run, pytester) -> None:
+    """Two runs (one under xdist) record the same seeds and bitwise the same results."""
+    seen = []
+    for workers in ([], ["-n", "2"]):
+        out = f"b{len(seen)}"
+        run("--xtc-target=host", "-k", "matmul-float32-13x11x7", f"--xtc-report={out}", *workers)
+        lines = (pytester.path / out / "results.jsonl").read_text().splitlines()
+        seen.append(
+            sorted((r["case"], r["seed"], r["worst_ratio"]) for r in map(json.loads, lines))
+        )
+    assert seen[0] == seen[1] and len(seen[0]) == 9
+
+
+def test_repeat_check_runs_each_kernel_twice(run) -> None:
+    result = run(
+        "--xtc-target=host", "-k", "matmul-float32-64x64x64-parallelize]", "--xtc-repeat-check"
+    )
+    result.assert_outcomes(passed=1)
+
+
+def test_every_faulty_variant_is_rejected_by_some_case(tmp_path: Path) -> None:
+    """The plugin's own version of ``xtc-conformance selftest``, on a smaller slice."""
+    from pytest_xtc import selftest
+    from pytest_xtc.runner import Settings, Status, run_case
+
+    cases = [c for c in selftest.selected_cases() if c.schedule.name == "tile"]
+    for name in faults.FAULTS:
+        adapter = faults.make(name)
+        statuses = [
+            run_case(adapter, c, tmp_path / f"{name}-{i}", Settings()).status
+            for i, c in enumerate(cases)
+        ]
+        assert Status.FAILED in statuses, name
