@@ -5,23 +5,41 @@ Everything else lives in the pytest-free core (registry, cases, runner, referenc
 
 from __future__ import annotations
 
+import argparse
 import os
 import shlex
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pytest_xtc import expectations, registry, reporting
-from pytest_xtc.adapter import TargetAdapter
+from pytest_xtc.adapter import ONCE, TargetAdapter, Timing
 from pytest_xtc.cases import DEVICE, Case, CaseFileError, check_unique, load_case_paths, placements
+from pytest_xtc.perf import DEFAULT_TIMING
 from pytest_xtc.runner import Outcome, Settings, Status, run_case
 
 ENV_TARGETS = "XTC_TEST_TARGETS"
 OUTCOME_KEY = "xtc_outcome"
 _adapters_key = pytest.StashKey[list[TargetAdapter]]()
 _cases_key = pytest.StashKey[list[Case]]()
+
+
+def _at_least(minimum: int) -> Callable[[str], int]:
+    """An option type: an integer, at least ``minimum``."""
+
+    def integer(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = minimum - 1
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {text!r}")
+        return value
+
+    return integer
 
 
 def _option_dest(name: str) -> str:
@@ -97,6 +115,30 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="N",
         help="base seed of the random inputs (each case derives its own; default 0)",
     )
+    group.addoption(
+        "--xtc-repeat",
+        type=_at_least(0),
+        default=DEFAULT_TIMING.repeat,
+        metavar="N",
+        help="performance of each passed case: N timed measurements of its kernel through "
+        "XTC's evaluator, and of numpy's evaluation of the same graph "
+        f"(default {DEFAULT_TIMING.repeat}; 0 records no performance)",
+    )
+    group.addoption(
+        "--xtc-number",
+        type=_at_least(1),
+        default=DEFAULT_TIMING.number,
+        metavar="N",
+        help=f"kernel calls per measurement, at least (default {DEFAULT_TIMING.number})",
+    )
+    group.addoption(
+        "--xtc-min-repeat-ms",
+        type=_at_least(0),
+        default=DEFAULT_TIMING.min_repeat_ms,
+        metavar="MS",
+        help="the calls of a measurement are doubled until it lasts MS milliseconds "
+        f"(default {DEFAULT_TIMING.min_repeat_ms})",
+    )
     for option in registry.adapter_options():
         group.addoption(
             f"--xtc-{option.name}",
@@ -146,10 +188,20 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "xtc: a conformance case of the XTC suite")
     selection, explicit = _selection(config)
     try:
-        config.stash[_adapters_key] = registry.resolve(selection, adapter_settings(config))
+        values = adapter_settings(config)
+        for option in registry.adapter_options():
+            problem = values[option.name] is not None and option.problem(values[option.name])
+            if problem:
+                raise registry.SelectionError(problem)
+        adapters = config.stash[_adapters_key] = registry.resolve(selection, values)
+        if not config.getoption("xtc_ignore_expectations"):
+            for adapter in adapters:
+                path = adapter.expectations_file()
+                if path is not None:
+                    expectations.load(path)
         user_cases = load_case_paths(config.getoption("xtc_cases"))
         check_unique(user_cases)
-    except (registry.SelectionError, CaseFileError) as exc:
+    except (registry.SelectionError, CaseFileError, expectations.ExpectationFileError) as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[_cases_key] = user_cases
     config.pluginmanager.register(OutcomeCollector(), "xtc-outcomes")
@@ -229,7 +281,20 @@ def settings(config: pytest.Config) -> Settings:
         isolate=not config.getoption("xtc_no_isolation"),
         repeat_check=config.getoption("xtc_repeat_check"),
         limits=limits,
+        timing=timing(config),
+        perf=config.getoption("xtc_repeat") > 0,
+        # The peak is measured (a second or two per process): only for reports.
+        peak=config.getoption("xtc_report") is not None or benchmark_wanted(config),
     )
+
+
+def timing(config: pytest.Config) -> Timing:
+    """How kernels are timed: ``--xtc-repeat``, ``--xtc-number``, ``--xtc-min-repeat-ms``
+    (one call when performance is not recorded)."""
+    repeat = config.getoption("xtc_repeat")
+    if not repeat:
+        return ONCE
+    return Timing(repeat, config.getoption("xtc_number"), config.getoption("xtc_min_repeat_ms"))
 
 
 @pytest.fixture
@@ -239,7 +304,67 @@ def xtc_outcome(
     """Runs the case on the target; the outcome also reaches reports."""
     outcome = run_case(xtc_adapter, xtc_case, tmp_path, settings(request.config))
     request.node.user_properties.append((OUTCOME_KEY, outcome.to_dict()))
+    if outcome.perf and outcome.times and benchmark_wanted(request.config):
+        try:
+            feed_benchmark(request, xtc_case, outcome)
+        except Exception as exc:  # performance never decides conformance
+            request.node.warn(pytest.PytestWarning(f"pytest-benchmark refused the times: {exc!r}"))
     return outcome
+
+
+# --- pytest-benchmark ------------------------------------------------------------------
+# The kernel times XTC measured reach pytest-benchmark's own statistics, so that its JSON,
+# saves and comparisons (--benchmark-json, --benchmark-autosave, --benchmark-compare,
+# --benchmark-compare-fail) work on them. The kernel is not run again: the case's
+# ``benchmark`` fixture gets a timer that reads the recorded times back, through its public
+# ``benchmark`` marker (timer, group) and ``benchmark.pedantic``. Under pytest-xdist
+# pytest-benchmark switches itself off; the records still reach --xtc-report.
+
+
+def benchmark_wanted(config: pytest.Config) -> bool:
+    """Whether pytest-benchmark is active and asked for something: a JSON file, a save, a
+    comparison, a histogram, ``--benchmark-only`` or ``--benchmark-enable``."""
+    bench = getattr(config, "_benchmarksession", None)
+    if bench is None or bench.disabled or bench.skip:
+        return False
+    asked = (bench.json, bench.save, bench.autosave, bench.compare, bench.histogram, bench.only)
+    return any(asked) or bool(config.getoption("benchmark_enable", False))
+
+
+def _replay(times: list[float]) -> Callable[[], float]:
+    """A timer for pytest-benchmark that reads back recorded times: ``pedantic`` reads it
+    before and after each round, so round i lasts ``times[i]`` exactly."""
+    readings = iter([reading for t in times for reading in (0.0, t)])
+
+    def xtc_evaluator() -> float:
+        return next(readings)
+
+    return xtc_evaluator
+
+
+def feed_benchmark(request: pytest.FixtureRequest, case: Case, outcome: Outcome) -> None:
+    """Hand a passed case's recorded kernel times to its ``benchmark`` fixture."""
+    if "benchmark" in getattr(request.node, "funcargs", {}):
+        return  # made before this case's times were known: it would time something else
+    group = f"{outcome.target} {case.op}"
+    request.node.add_marker(pytest.mark.benchmark(timer=_replay(outcome.times), group=group))
+    fixture = request.getfixturevalue("benchmark")
+    fixture.extra_info.update({"xtc_target": outcome.target, "xtc_case": outcome.case})
+    fixture.extra_info.update(outcome.perf or {})
+    fixture.pedantic(lambda: None, rounds=len(outcome.times), iterations=1)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under ``--benchmark-only``, make the conformance cases count as benchmarks (their
+    fixture is only requested once a case has passed), so that they are not skipped."""
+    bench = getattr(config, "_benchmarksession", None)
+    if bench is None or not bench.only or not benchmark_wanted(config):
+        return
+    for item in items:
+        names = getattr(item, "fixturenames", None)
+        if names is not None and "xtc_outcome" in names and "benchmark" not in names:
+            names.append("benchmark")
 
 
 def rerun_command(config: pytest.Config, name: str, target: str) -> str:
@@ -247,6 +372,10 @@ def rerun_command(config: pytest.Config, name: str, target: str) -> str:
     parts = ["pytest", f"--xtc-target={target}", f"--xtc-seed={config.getoption('xtc_seed')}"]
     parts += [f"--xtc-cases={p}" for p in config.getoption("xtc_cases")]
     parts += [f"--xtc-{k}={v}" for k, v in adapter_settings(config).items() if v is not None]
+    for field in ("repeat", "number", "min_repeat_ms"):  # a kernel may fail after more calls
+        value = config.getoption(f"xtc_{field}")
+        if value != getattr(DEFAULT_TIMING, field):
+            parts.append(f"--xtc-{field.replace('_', '-')}={value}")
     return shlex.join([*parts, "-k", name])
 
 
@@ -254,12 +383,7 @@ def _expectation(request: pytest.FixtureRequest, adapter: TargetAdapter, case_id
     if request.config.getoption("xtc_ignore_expectations"):
         return None
     path = adapter.expectations_file()
-    if path is None:
-        return None
-    try:
-        return expectations.find(expectations.load(path), case_id)
-    except expectations.ExpectationFileError as exc:
-        pytest.fail(str(exc), pytrace=False)
+    return None if path is None else expectations.find(expectations.load(path), case_id)
 
 
 def conclude(request: pytest.FixtureRequest, adapter: TargetAdapter, outcome: Outcome) -> None:

@@ -20,8 +20,9 @@ Error rules (README, "When is a result right"):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -45,6 +46,78 @@ class Reference:
     reductions: dict[str, int]  # node name -> reduction length K, for messages
 
 
+CONTRACTIONS = ("matmul", "conv2d")
+
+
+def reduction_length(op: str, a_shape: Sequence[int], b_shape: Sequence[int]) -> int:
+    """K of a contraction: matmul's shared dimension, conv2d's R*S*C (RSCF weights)."""
+    if op == "matmul":
+        return int(a_shape[-1])
+    r, s, ch, _ = b_shape
+    return int(r * s * ch)
+
+
+def apply(op: str, args: Sequence[np.ndarray], attrs: Mapping[str, Any]) -> np.ndarray:
+    """One node in numpy, in its arguments' dtype: the reference runs it in float64 (and
+    on error bounds), :func:`forward` in the case's own dtype."""
+    if op == "matmul":
+        return np.matmul(args[0], args[1])
+    if op == "conv2d":
+        return conv2d(args[0], args[1], tuple(attrs.get("stride", (1, 1))))
+    x = args[0]
+    if op == "relu":
+        return np.maximum(x, 0)
+    if op in ("pad", "pad2d"):
+        pads = normalize_padding(attrs["padding"], x.ndim)
+        widths = [pads.get(axis, (0, 0)) for axis in range(x.ndim)]
+        return np.pad(x, widths, constant_values=attrs.get("constant_value", 0) or 0)
+    if op == "unpad":
+        pads = normalize_padding(attrs["padding"], x.ndim)
+        index = tuple(
+            slice(pads.get(axis, (0, 0))[0], x.shape[axis] - pads.get(axis, (0, 0))[1])
+            for axis in range(x.ndim)
+        )
+        return x[index]
+    if op == "transpose":
+        return np.transpose(x, tuple(attrs["axes"]))
+    if op == "reshape":
+        return x.reshape(tuple(attrs["shape"]))
+    raise ValueError(f"no numpy reference for op {op!r}")
+
+
+Step = tuple[str, str, str, dict[str, Any], list[str]]  # name, uid, op, attrs, arg uids
+
+
+def _steps(graph: GraphDict) -> list[Step]:
+    steps = []
+    for node in graph["nodes"]:
+        expr = node["expr"]
+        attrs = expr["op"].get("attrs") or {}
+        steps.append((node["name"], node["uid"], expr["op"]["name"], attrs, list(expr["args"])))
+    return steps
+
+
+def forward_fn(graph: GraphDict) -> Callable[[Sequence[np.ndarray]], list[np.ndarray]]:
+    """A plain numpy evaluation of ``graph`` in its inputs' dtype, parsed once (it is the
+    baseline that kernel times are compared with, so it is timed)."""
+    steps = _steps(graph)
+    in_uids = [entry["uid"] for entry in graph["inputs"]]
+    out_uids = [o["uid"] for o in graph["outputs"]]
+
+    def forward(inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        values = dict(zip(in_uids, inputs, strict=True))
+        for _, uid, op, attrs, args in steps:
+            values[uid] = apply(op, [values[a] for a in args], attrs)
+        return [values[uid] for uid in out_uids]
+
+    return forward
+
+
+def forward(graph: GraphDict, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """``graph``'s outputs computed by numpy in the inputs' own dtype."""
+    return forward_fn(graph)(inputs)
+
+
 def evaluate(
     graph: GraphDict, inputs: Sequence[np.ndarray], exact: bool = False, c: float = DEFAULT_C
 ) -> Reference:
@@ -57,74 +130,42 @@ def evaluate(
         values[entry["uid"]] = np.asarray(array, dtype=np.float64)
         bounds[entry["uid"]] = np.zeros(array.shape)
     reductions: dict[str, int] = {}
-    for node in graph["nodes"]:
-        expr = node["expr"]
-        op, attrs = expr["op"]["name"], expr["op"].get("attrs") or {}
-        args = [values[uid] for uid in expr["args"]]
-        errs = [bounds[uid] for uid in expr["args"]]
-        if op in ("matmul", "conv2d"):
-            k, value, bound = _contraction(op, args, errs, attrs, 0.0 if exact else c * u)
-            reductions[node["name"]] = k
+    for name, uid, op, attrs, arg_uids in _steps(graph):
+        args = [values[a] for a in arg_uids]
+        errs = [bounds[a] for a in arg_uids]
+        values[uid] = apply(op, args, attrs)
+        if op in CONTRACTIONS:
+            k, bounds[uid] = _contraction_bound(op, args, errs, attrs, 0.0 if exact else c * u)
+            reductions[name] = k
         else:
-            value, bound = _movement(op, args[0], errs[0], attrs)
-        values[node["uid"]], bounds[node["uid"]] = value, bound
+            # Data movement moves the error with the data (padding adds exact zeros);
+            # relu(e) = e for a bound e >= 0: relu passes its input's bound through.
+            bounds[uid] = apply(op, errs, {**attrs, "constant_value": 0})
     out = [o["uid"] for o in graph["outputs"]]
     return Reference([values[uid] for uid in out], [bounds[uid] for uid in out], reductions)
 
 
-def _contraction(
+def _contraction_bound(
     op: str, args: list[np.ndarray], errs: list[np.ndarray], attrs: dict, target_u: float
-) -> tuple[int, np.ndarray, np.ndarray]:
+) -> tuple[int, np.ndarray]:
     a, b = args
     ea, eb = errs
-    if op == "matmul":
-        k = a.shape[1]
-        apply = np.matmul
-    else:
-        r, s, ch, _ = b.shape
-        k = r * s * ch
-        stride = tuple(attrs.get("stride", (1, 1)))
+    k = reduction_length(op, a.shape, b.shape)
 
-        def apply(x: np.ndarray, w: np.ndarray) -> np.ndarray:
-            return conv2d(x, w, stride)
+    def contract(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+        return apply(op, [x, w], attrs)
 
-    value = apply(a, b)
-    magnitude = apply(np.abs(a) + ea, np.abs(b) + eb)
+    magnitude = contract(np.abs(a) + ea, np.abs(b) + eb)
     # target_u == 0 means exact inputs: every partial sum is representable.
     rounding = gamma(k, target_u) + 2 * gamma(k, UNIT_ROUNDOFF["float64"]) if target_u else 0.0
-    propagated = apply(ea, np.abs(b)) + apply(np.abs(a), eb) + apply(ea, eb)
-    return k, value, rounding * magnitude + propagated
-
-
-def _movement(
-    op: str, x: np.ndarray, err: np.ndarray, attrs: dict
-) -> tuple[np.ndarray, np.ndarray]:
-    if op == "relu":
-        return np.maximum(x, 0.0), err
-    if op in ("pad", "pad2d"):
-        pads = normalize_padding(attrs["padding"], x.ndim)
-        widths = [pads.get(axis, (0, 0)) for axis in range(x.ndim)]
-        fill = float(attrs.get("constant_value", 0) or 0)
-        return np.pad(x, widths, constant_values=fill), np.pad(err, widths)
-    if op == "unpad":
-        pads = normalize_padding(attrs["padding"], x.ndim)
-        index = tuple(
-            slice(pads.get(axis, (0, 0))[0], x.shape[axis] - pads.get(axis, (0, 0))[1])
-            for axis in range(x.ndim)
-        )
-        return x[index], err[index]
-    if op == "transpose":
-        axes = tuple(attrs["axes"])
-        return np.transpose(x, axes), np.transpose(err, axes)
-    if op == "reshape":
-        shape = tuple(attrs["shape"])
-        return x.reshape(shape), err.reshape(shape)
-    raise ValueError(f"no numpy reference for op {op!r}")
+    propagated = contract(ea, np.abs(b)) + contract(np.abs(a), eb) + contract(ea, eb)
+    return k, rounding * magnitude + propagated
 
 
 def conv2d(x: np.ndarray, w: np.ndarray, stride: tuple[int, int]) -> np.ndarray:
-    """NHWC input, RSCF weights, no padding (XTC pads with a separate pad2d node)."""
+    """NHWC input, RSCF weights, no padding (XTC pads with a separate pad2d node).
+    A tensordot over the windows: BLAS, in any summation order (the bound covers all)."""
     r, s, _, _ = w.shape
     windows = np.lib.stride_tricks.sliding_window_view(x, (r, s), axis=(-3, -2))
     windows = windows[..., :: stride[0], :: stride[1], :, :, :]  # (..., OH, OW, C, R, S)
-    return np.einsum("...hwcrs,rscf->...hwf", windows, w)
+    return np.tensordot(windows, w, axes=([-3, -2, -1], [2, 0, 1]))  # (..., OH, OW, F)

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from pytest_xtc import checking, graphs, isolation, placement, reference
+from pytest_xtc import checking, graphs, isolation, perf, placement, reference
 from pytest_xtc.adapter import ONCE, InfrastructureError, TargetAdapter, Tier, Timing
 from pytest_xtc.cases import Case
 
@@ -51,6 +51,7 @@ class Outcome:
     compile_s: float = 0.0
     run_s: float = 0.0
     times: list[float] = field(default_factory=list)
+    perf: dict[str, Any] | None = None  # a passed case's performance record (perf.py)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -67,6 +68,8 @@ class Settings:
     timing: Timing = ONCE
     repeat_check: bool = False  # run twice, flag results that differ bit for bit
     limits: dict[str, float] = field(default_factory=dict)  # overrides: compile, run
+    perf: bool = True  # record the performance of passed cases (kernel times from ``timing``)
+    peak: bool = False  # also the fraction of the device's peak (costs a measurement)
 
 
 @dataclass
@@ -164,7 +167,26 @@ def run_case(
         return _end(outcome, status, done.phase, done.failure)
     if not execute:
         return _end(outcome, Status.PASSED, done.phase, "")
-    return _check(outcome, case, inputs, done)
+    outcome = _check(outcome, case, inputs, done)
+    if outcome.status is Status.PASSED and settings.perf:
+        outcome.perf = _perf(adapter, case, inputs, outcome.times, settings)
+    return outcome
+
+
+def _perf(
+    adapter: TargetAdapter,
+    case: Case,
+    inputs: list[np.ndarray],
+    times: list[float],
+    settings: Settings,
+) -> dict[str, Any]:
+    """The case's performance record; a failure to make it is noted, never a verdict."""
+    try:
+        with_peak = settings.peak and perf.flop_count(case.graph)
+        peak = perf.device_peak(adapter, case.dtype) if with_peak else None
+        return perf.record(case.graph, inputs, times, settings.timing, peak)
+    except Exception as exc:
+        return {"error": _failure(exc)}
 
 
 def _target_work(

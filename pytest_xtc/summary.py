@@ -65,14 +65,32 @@ def render(report: Mapping[str, Any]) -> str:
 
 
 # --- Performance table ----------------------------------------------------------------
-# Fed by per-case ``perf`` dicts in the results, when the runner records them. Assumed
-# keys (adapt here when the Outcome's perf record is settled): ``gflops`` (GFLOP/s of the
-# median kernel time), ``median_s`` and ``numpy_median_s`` (numpy's time for the same
-# case). Performance is recorded with its method; it never decides conformance.
+# Fed by the per-case ``perf`` records of passed cases (pytest_xtc/perf.py): ``gflops`` (of
+# the median kernel time), ``median_s`` and ``numpy_median_s`` (numpy's time for the same
+# graph on the host), ``peak_fraction``, and the method (repeat, number, min_repeat_ms).
+# Performance is recorded with its method; it never decides conformance.
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _median_cell(values: list[float | None], form: str) -> str:
+    present = [v for v in values if v is not None]
+    return form.format(statistics.median(present)) if present else "-"
+
+
+def _ratio_cell(ratios: list[float | None]) -> str:
+    present = [r for r in ratios if r is not None]
+    if not present:
+        return "-"
+    ratio = statistics.median(present)
+    return f"{ratio:.2f}x" if ratio >= 0.1 else f"{ratio:.2g}x"
 
 
 def perf_table(report: Mapping[str, Any]) -> list[str]:
-    """Per target and op: median GFLOP/s and median time relative to numpy."""
+    """Per target and op: median GFLOP/s, median fraction of the device's peak and median
+    kernel time relative to numpy's, over the passed cases with a performance record."""
     groups: dict[tuple[str, str], list[Mapping[str, Any]]] = defaultdict(list)
     for target, entry in report["targets"].items():
         ops = {c["id"]: c.get("op", "?") for c in entry["case_set"]["cases"]}
@@ -82,15 +100,28 @@ def perf_table(report: Mapping[str, Any]) -> list[str]:
                 groups[(target, ops.get(result["case"], "?"))].append(perf)
     if not groups:
         return []
-    lines = ["", "## Performance", "", _row(["target", "op", "cases", "median GFLOP/s",
-                                               "median time vs numpy"]), _row(["---"] * 5)]
+    header = ["target", "op", "cases", "median GFLOP/s", "median time vs numpy", "median % of peak"]
+    lines = ["", "## Performance", "", _row(header), _row(["---"] * len(header))]
+    methods: set[tuple[Any, ...]] = set()
     for (target, op), perfs in sorted(groups.items()):
-        gflops = [float(p["gflops"]) for p in perfs if isinstance(p.get("gflops"), (int, float))]
-        ratios = [float(p["median_s"]) / float(p["numpy_median_s"]) for p in perfs
-                  if isinstance(p.get("median_s"), (int, float))
-                  and isinstance(p.get("numpy_median_s"), (int, float)) and p["numpy_median_s"]]
+        ratios = []
+        for p in perfs:
+            ours, theirs = _number(p.get("median_s")), _number(p.get("numpy_median_s"))
+            ratios.append(ours / theirs if ours is not None and theirs else None)
+            if "repeat" in p:
+                methods.add((p.get("repeat"), p.get("number"), p.get("min_repeat_ms")))
+        fractions = [_number(p.get("peak_fraction")) for p in perfs]
         cells = [target, op, len(perfs),
-                 f"{statistics.median(gflops):.2f}" if gflops else "-",
-                 f"{statistics.median(ratios):.2f}x" if ratios else "-"]
+                 _median_cell([_number(p.get("gflops")) for p in perfs], "{:.2f}"),
+                 _ratio_cell(ratios),
+                 _median_cell([f * 100 if f is not None else None for f in fractions], "{:.1f}%")]
         lines.append(_row(cells))
+    how = "; ".join(f"repeat {r}, number {n}, min_repeat_ms {m}" for r, n, m in sorted(
+        methods, key=str))
+    lines += ["", "Kernel times through XTC's evaluator" + (f" ({how})" if how else "")
+              + "; numpy evaluates the same graph on the host in the case's dtype (its BLAS "
+              "on one thread where threadpoolctl is present), timed the same way (time vs "
+              "numpy below 1x: the kernel is faster). GFLOP/s count "
+              "2MNK per matmul and 2·N·OH·OW·F·R·S·C per conv2d. Performance never decides "
+              "conformance."]
     return lines

@@ -68,7 +68,8 @@ class HostTarget(TargetAdapter):
     def peak_flops(self, dtype: str) -> float | None:
         from xtc.runtimes.host import HostRuntime
 
-        peak = float(HostRuntime.get().evaluate_flops(dtype))
+        # XTC measures fused multiply-adds per second, one core: two FLOPs each.
+        peak = 2.0 * float(HostRuntime.get().evaluate_flops(dtype))
         return peak or None
 
 

@@ -1,0 +1,169 @@
+"""Performance records of passed cases: kernel times, GFLOP/s, numpy's time, peak. No pytest.
+
+A record is a flat dict of plain numbers (xdist ships it, bundles keep it as JSON):
+
+* the method: ``repeat``, ``number``, ``min_repeat_ms`` (XTC's evaluator settings);
+* the kernel's seconds per call over the repeats: ``median_s``, ``min_s``, ``max_s``,
+  ``mean_s``, ``iqr_s``, ``rel_std`` (sample std / mean), ``rounds``;
+* ``flops`` (2*M*N*K per matmul, 2*N*OH*OW*F*R*S*C per conv2d; None without either),
+  ``gflops`` (of the median time);
+* numpy's forward evaluation of the same graph, same inputs, in the case's dtype, on the
+  host, timed the same way: ``numpy_median_s`` ... ``numpy_rel_std``; ``numpy_gflops``;
+  ``numpy_threads``: 1 when its BLAS was held to one thread (threadpoolctl, which XTC's
+  scikit-learn brings), else None (BLAS's default, which a busy core can slow a hundredfold);
+  ``time_vs_numpy`` (kernel median / numpy median: below 1, the kernel is faster);
+* ``peak_gflops`` and ``peak_fraction`` where the adapter reports a peak for the dtype.
+
+Performance is recorded with its method; it never decides conformance.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any
+
+import numpy as np
+
+from pytest_xtc import graphs, reference
+from pytest_xtc.adapter import TargetAdapter, Timing
+from pytest_xtc.graphs import GraphDict
+
+#: What the plugin times by default: cheap enough to stay on (README, "Performance").
+DEFAULT_TIMING = Timing(repeat=5, number=1, min_repeat_ms=1)
+
+Clock = Callable[[], float]
+
+
+def flop_count(graph: GraphDict) -> int:
+    """Floating-point operations of one evaluation of ``graph``: 2*M*N*K per matmul,
+    2*N*OH*OW*F*R*S*C per conv2d; the other ops count nothing."""
+    known = graphs.operands(graph)
+    total = 0
+    for node in graph["nodes"]:
+        op = node["expr"]["op"]["name"]
+        if op not in reference.CONTRACTIONS:
+            continue
+        a, b = (known[uid].shape for uid in node["expr"]["args"])
+        total += 2 * math.prod(known[node["uid"]].shape) * reference.reduction_length(op, a, b)
+    return total
+
+
+def time_calls(
+    fn: Callable[[], object], timing: Timing, clock: Clock = time.perf_counter
+) -> list[float]:
+    """Seconds per call of ``fn``, measured as XTC's host evaluator measures a kernel: one
+    warm-up call (none when ``number`` is 0), then ``repeat`` measurements of ``number``
+    calls, the count doubled until a measurement lasts ``min_repeat_ms``."""
+    number = timing.number
+    if number > 0:
+        fn()
+    else:
+        number = 1
+    times = []
+    for _ in range(max(timing.repeat, 1)):
+        calls = number
+        while True:
+            start = clock()
+            for _ in range(calls):
+                fn()
+            elapsed = clock() - start
+            if elapsed * 1000 >= timing.min_repeat_ms:
+                break
+            calls *= 2
+        times.append(elapsed / calls)
+    return times
+
+
+def spread(times: Sequence[float]) -> dict[str, float | int]:
+    """Median, extremes, mean, interquartile range (numpy's linear quartiles) and relative
+    sample standard deviation of ``times``."""
+    data = [float(t) for t in times]
+    q1, q3 = (float(q) for q in np.percentile(data, [25, 75]))
+    mean = statistics.fmean(data)
+    rel_std = statistics.stdev(data) / mean if len(data) > 1 and mean > 0 else 0.0
+    return {
+        "median_s": statistics.median(data),
+        "min_s": min(data),
+        "max_s": max(data),
+        "mean_s": mean,
+        "iqr_s": q3 - q1,
+        "rel_std": rel_std,
+        "rounds": len(data),
+    }
+
+
+_blas: list[Any] = []  # threadpoolctl's controller, made once (finding the libraries is slow)
+
+
+def one_blas_thread() -> tuple[AbstractContextManager[Any], int | None]:
+    """A context holding numpy's BLAS to one thread, and that count (None: not held)."""
+    if not _blas:
+        try:
+            from threadpoolctl import ThreadpoolController
+
+            _blas.append(ThreadpoolController())
+        except Exception:
+            _blas.append(None)
+    if _blas[0] is None:
+        return nullcontext(), None
+    return _blas[0].limit(limits=1, user_api="blas"), 1
+
+
+_peaks: dict[tuple[str, str], float | None] = {}
+
+
+def device_peak(adapter: TargetAdapter, dtype: str) -> float | None:
+    """``adapter.peak_flops(dtype)`` as a positive FLOP/s figure, or None; asked once per
+    target and dtype (a runtime may measure it), and a failure counts as no figure."""
+    key = (adapter.name, dtype)
+    if key not in _peaks:
+        try:
+            peak = adapter.peak_flops(dtype)
+        except Exception:
+            peak = None
+        _peaks[key] = float(peak) if peak and math.isfinite(peak) and peak > 0 else None
+    return _peaks[key]
+
+
+def _ratio(num: float | None, den: float | None) -> float | None:
+    return num / den if num is not None and den else None
+
+
+def record(
+    graph: GraphDict,
+    inputs: Sequence[np.ndarray],
+    times: Sequence[float],
+    timing: Timing,
+    peak_flops: float | None = None,
+    clock: Clock = time.perf_counter,
+) -> dict[str, Any]:
+    """The performance record of a passed case whose kernel took ``times`` (seconds per
+    call, one per repeat); numpy's forward evaluation of ``graph`` on ``inputs`` is timed
+    here, with the same ``timing``."""
+    flops = flop_count(graph) or None
+    perf: dict[str, Any] = {
+        "repeat": timing.repeat,
+        "number": timing.number,
+        "min_repeat_ms": timing.min_repeat_ms,
+        "flops": flops,
+    }
+    kernel = spread(times) if times else {}
+    perf.update(kernel)
+    forward = reference.forward_fn(graph)
+    limit, perf["numpy_threads"] = one_blas_thread()
+    with limit:
+        ours = spread(time_calls(lambda: forward(inputs), timing, clock))
+    perf.update({f"numpy_{key}": value for key, value in ours.items() if key != "rounds"})
+    median, numpy_median = kernel.get("median_s"), ours["median_s"]
+    gflops = _ratio(flops, median)
+    perf["gflops"] = gflops / 1e9 if gflops is not None else None
+    numpy_gflops = _ratio(flops, numpy_median)
+    perf["numpy_gflops"] = numpy_gflops / 1e9 if numpy_gflops is not None else None
+    perf["time_vs_numpy"] = _ratio(median, numpy_median)
+    perf["peak_gflops"] = peak_flops / 1e9 if peak_flops else None
+    perf["peak_fraction"] = _ratio(gflops, peak_flops)
+    return perf
