@@ -75,3 +75,11 @@ def load(path: Path) -> tuple[Expectation, ...]:
 
 def find(entries: Sequence[Expectation], case_id: str) -> Expectation | None:
     return next((e for e in entries if e.matches(case_id)), None)
+
+
+def dumps(entries: Sequence[Expectation]) -> str:
+    """Entries in this file format, the way ``load`` reads them."""
+    data = [
+        {"pattern": e.pattern, "phase": e.phase, "reason": e.reason, "url": e.url} for e in entries
+    ]
+    return yaml.safe_dump(data, sort_keys=False, width=100) if data else "[]\n"

@@ -8,21 +8,20 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
-from collections import Counter, defaultdict
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from pytest_xtc import expectations, registry, reporting
+from pytest_xtc import benchmarking, expectations, registry, reporting
 from pytest_xtc.adapter import ONCE, TargetAdapter, Timing
+from pytest_xtc.benchmarking import benchmark_wanted, feed_benchmark
 from pytest_xtc.cases import DEVICE, Case, CaseFileError, check_unique, load_case_paths, placements
 from pytest_xtc.perf import DEFAULT_TIMING
 from pytest_xtc.runner import Outcome, Settings, Status, run_case
+from pytest_xtc.terminal import OUTCOME_KEY, OutcomeCollector
 
 ENV_TARGETS = "XTC_TEST_TARGETS"
-OUTCOME_KEY = "xtc_outcome"
 _adapters_key = pytest.StashKey[list[TargetAdapter]]()
 _cases_key = pytest.StashKey[list[Case]]()
 
@@ -109,6 +108,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="run each kernel twice and fail results that change between the runs",
     )
     group.addoption(
+        "--xtc-update-expectations",
+        default=None,
+        metavar="DIR",
+        help="write each target's expected-failure file as this run says it should read "
+        "into DIR, for review (never applied)",
+    )
+    group.addoption(
         "--xtc-seed",
         type=int,
         default=0,
@@ -162,6 +168,11 @@ def _selection(config: pytest.Config) -> tuple[str, bool]:
     return (chosen, True) if chosen else (registry.DEFAULT_SELECTION, False)
 
 
+def selected_adapters(config: pytest.Config) -> list[TargetAdapter]:
+    """The adapters of the targets this session certifies."""
+    return config.stash.get(_adapters_key, [])
+
+
 def adapter_settings(config: pytest.Config) -> dict[str, str | None]:
     """Values of the adapters' own options (option, else env var)."""
     settings: dict[str, str | None] = {}
@@ -204,7 +215,8 @@ def pytest_configure(config: pytest.Config) -> None:
     except (registry.SelectionError, CaseFileError, expectations.ExpectationFileError) as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[_cases_key] = user_cases
-    config.pluginmanager.register(OutcomeCollector(), "xtc-outcomes")
+    config.pluginmanager.register(OutcomeCollector(config), "xtc-outcomes")
+    config.pluginmanager.register(benchmarking, "xtc-benchmarking")
     reporting.configure(config)
     if explicit or user_cases:
         _collect_suite(config)
@@ -312,61 +324,6 @@ def xtc_outcome(
     return outcome
 
 
-# --- pytest-benchmark ------------------------------------------------------------------
-# The kernel times XTC measured reach pytest-benchmark's own statistics, so that its JSON,
-# saves and comparisons (--benchmark-json, --benchmark-autosave, --benchmark-compare,
-# --benchmark-compare-fail) work on them. The kernel is not run again: the case's
-# ``benchmark`` fixture gets a timer that reads the recorded times back, through its public
-# ``benchmark`` marker (timer, group) and ``benchmark.pedantic``. Under pytest-xdist
-# pytest-benchmark switches itself off; the records still reach --xtc-report.
-
-
-def benchmark_wanted(config: pytest.Config) -> bool:
-    """Whether pytest-benchmark is active and asked for something: a JSON file, a save, a
-    comparison, a histogram, ``--benchmark-only`` or ``--benchmark-enable``."""
-    bench = getattr(config, "_benchmarksession", None)
-    if bench is None or bench.disabled or bench.skip:
-        return False
-    asked = (bench.json, bench.save, bench.autosave, bench.compare, bench.histogram, bench.only)
-    return any(asked) or bool(config.getoption("benchmark_enable", False))
-
-
-def _replay(times: list[float]) -> Callable[[], float]:
-    """A timer for pytest-benchmark that reads back recorded times: ``pedantic`` reads it
-    before and after each round, so round i lasts ``times[i]`` exactly."""
-    readings = iter([reading for t in times for reading in (0.0, t)])
-
-    def xtc_evaluator() -> float:
-        return next(readings)
-
-    return xtc_evaluator
-
-
-def feed_benchmark(request: pytest.FixtureRequest, case: Case, outcome: Outcome) -> None:
-    """Hand a passed case's recorded kernel times to its ``benchmark`` fixture."""
-    if "benchmark" in getattr(request.node, "funcargs", {}):
-        return  # made before this case's times were known: it would time something else
-    group = f"{outcome.target} {case.op}"
-    request.node.add_marker(pytest.mark.benchmark(timer=_replay(outcome.times), group=group))
-    fixture = request.getfixturevalue("benchmark")
-    fixture.extra_info.update({"xtc_target": outcome.target, "xtc_case": outcome.case})
-    fixture.extra_info.update(outcome.perf or {})
-    fixture.pedantic(lambda: None, rounds=len(outcome.times), iterations=1)
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under ``--benchmark-only``, make the conformance cases count as benchmarks (their
-    fixture is only requested once a case has passed), so that they are not skipped."""
-    bench = getattr(config, "_benchmarksession", None)
-    if bench is None or not bench.only or not benchmark_wanted(config):
-        return
-    for item in items:
-        names = getattr(item, "fixturenames", None)
-        if names is not None and "xtc_outcome" in names and "benchmark" not in names:
-            names.append("benchmark")
-
-
 def rerun_command(config: pytest.Config, name: str, target: str) -> str:
     """One command line that runs this case alone, with the same inputs, from anywhere."""
     parts = ["pytest", f"--xtc-target={target}", f"--xtc-seed={config.getoption('xtc_seed')}"]
@@ -419,53 +376,3 @@ def conclude(request: pytest.FixtureRequest, adapter: TargetAdapter, outcome: Ou
             pytrace=False,
         )
     pytest.fail(f"[{outcome.phase}] {outcome.message}\nrerun alone: {rerun}", pytrace=False)
-
-
-class OutcomeCollector:
-    """Gathers the outcomes of every case (from xdist workers too) for the summary."""
-
-    COLUMNS = (
-        "passed",
-        "failed",
-        "infrastructure error",
-        "expected failure",
-        "not-supported",
-        "skipped",
-    )
-
-    def __init__(self) -> None:
-        self.results: list[tuple[str, str, str]] = []  # target, column, reason
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if report.when != "call":
-            return
-        for key, value in report.user_properties:
-            if key != OUTCOME_KEY:
-                continue
-            column = value["status"]
-            if hasattr(report, "wasxfail"):
-                column = "expected failure"
-            elif column == Status.ERROR.value:
-                column = "infrastructure error"
-            elif column in ("passed", "failed") and report.outcome != column:
-                column = report.outcome  # an unexpected pass of an expected failure
-            reason = value["message"] if column in ("not-supported", "skipped") else ""
-            self.results.append((value["target"], column, reason))
-
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if not self.results:
-            return
-        from pytest_xtc.listing import table
-
-        counts: dict[str, Counter[str]] = defaultdict(Counter)
-        reasons: dict[str, Counter[str]] = defaultdict(Counter)
-        for target, column, reason in self.results:
-            counts[target][column] += 1
-            if reason:
-                reasons[target][f"{column}: {reason}"] += 1
-        rows = [[t, *(str(counts[t][c]) for c in self.COLUMNS)] for t in sorted(counts)]
-        terminalreporter.write_sep("=", "XTC conformance")
-        terminalreporter.write_line(table(["target", *self.COLUMNS], rows))
-        for target in sorted(reasons):
-            for reason, n in reasons[target].most_common():
-                terminalreporter.write_line(f"  {n} x {reason}")

@@ -6,6 +6,7 @@ import re
 import shlex
 
 import pytest
+import yaml
 
 from tests.conftest import FAULTY
 
@@ -181,3 +182,41 @@ def test_bad_case_file_is_a_usage_error(pytester, run) -> None:
     result = run("--xtc-target=host", "--xtc-cases=broken.yaml")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "broken.yaml: not an XTC graph YAML" in result.stderr.str()
+
+
+def test_expectations_are_audited_and_updates_written_for_review(vendor, run, pytester) -> None:
+    root = vendor(
+        "flaky_xtc",
+        {"f16": "flaky:F16"},
+        {
+            "flaky": "from pytest_xtc import faults\n"
+            "class F16(faults.Float16Arithmetic):\n    pass\n"
+        },
+    )
+    (root / "flaky.expectations.yaml").write_text(
+        "- pattern: matmul-float32-13x11x7-tile\n  phase: run\n  reason: half\n  url: u\n"
+        "- pattern: relu-*\n  phase: compile\n  reason: never seen\n  url: u\n"
+        "- pattern: matmul-float32-13x11x7-none-exact\n  phase: run\n  reason: r\n  url: u\n"
+    )
+    result = run(
+        "--xtc-target=f16",
+        "-k",
+        "f16-matmul-float32-13x11x7-tile] or f16-matmul-float32-13x11x7-none",
+        "--xtc-update-expectations=review",
+    )
+    # tile: expected failure; none: a new failure; none-exact: exact in float16, so an
+    # unexpected pass that says to remove its entry
+    result.assert_outcomes(xfailed=1, failed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*unexpected pass: remove the entry 'matmul-float32-13x11x7-none-exact' (line 9)*",
+            "*flaky.expectations.yaml:5: 'relu-*' matched no case of f16 in this run*",
+            "*expected-failure file for review (not applied): *review*flaky.expectations.yaml",
+        ]
+    )
+    updated = yaml.safe_load((pytester.path / "review" / "flaky.expectations.yaml").read_text())
+    assert [(e["pattern"], e["phase"]) for e in updated] == [
+        ("matmul-float32-13x11x7-tile", "run"),
+        ("matmul-float32-13x11x7-none", "run"),
+    ]
+    assert (root / "flaky.expectations.yaml").read_text().count("pattern") == 3  # untouched

@@ -1,0 +1,188 @@
+"""The end of a session: per-target counts as a table, skip reasons grouped, the slowest
+kernels with their GFLOP/s, the expected-failure entries this run did not use, and
+``--xtc-update-expectations``."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_xtc import expectations
+from pytest_xtc.listing import table
+from pytest_xtc.runner import Status
+
+OUTCOME_KEY = "xtc_outcome"
+COLUMNS = (
+    "passed",
+    "failed",
+    "infrastructure error",
+    "expected failure",
+    "not-supported",
+    "skipped",
+)
+SLOWEST = 5
+
+
+@dataclass
+class Result:
+    target: str
+    case: str
+    column: str  # one of COLUMNS, as pytest saw it (an unexpected pass is "failed")
+    status: str  # the runner's: what the target did
+    phase: str
+    message: str
+    perf: dict[str, Any] | None
+
+
+class OutcomeCollector:
+    """Gathers the outcome of every case (from xdist workers too) on the controller."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.results: list[Result] = []
+        self.updated: list[Path] = []
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when != "call":
+            return
+        for key, value in report.user_properties:
+            if key != OUTCOME_KEY:
+                continue
+            column = value["status"]
+            if hasattr(report, "wasxfail"):
+                column = "expected failure"
+            elif column == Status.ERROR.value:
+                column = "infrastructure error"
+            elif column in ("passed", "failed") and report.outcome != column:
+                column = report.outcome  # an unexpected pass of an expected failure
+            self.results.append(
+                Result(
+                    value["target"],
+                    value["case"],
+                    column,
+                    value["status"],
+                    value["phase"],
+                    value["message"],
+                    value.get("perf"),
+                )
+            )
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if not self.results:
+            return
+        write = terminalreporter.write_line
+        terminalreporter.write_sep("=", "XTC conformance")
+        counts: dict[str, Counter[str]] = defaultdict(Counter)
+        reasons: dict[str, Counter[str]] = defaultdict(Counter)
+        for r in self.results:
+            counts[r.target][r.column] += 1
+            if r.column in ("not-supported", "skipped"):
+                reasons[r.target][f"{r.column}: {r.message}"] += 1
+        rows = [[t, *(str(counts[t][c]) for c in COLUMNS)] for t in sorted(counts)]
+        write(table(["target", *COLUMNS], rows))
+        for target in sorted(reasons):
+            for reason, n in reasons[target].most_common():
+                write(f"  {n} x {reason}")
+        slowest = self.slowest()
+        if slowest:
+            write("")
+            write(f"slowest kernels (median of {slowest[0][1]['repeat']} repeats):")
+            write(
+                table(
+                    ["case", "median", "GFLOP/s", "vs numpy"],
+                    [
+                        [
+                            f"{target}-{case}",
+                            f"{p['median_s'] * 1e3:.3f} ms",
+                            f"{p['gflops']:.2f}" if p.get("gflops") else "-",
+                            f"{p['time_vs_numpy']:.2f}x" if p.get("time_vs_numpy") else "-",
+                        ]
+                        for (target, case), p in slowest
+                    ],
+                )
+            )
+        for line in self.expectation_audit():
+            write(line)
+        for path in self.updated:
+            write(f"expected-failure file for review (not applied): {path}")
+
+    def slowest(self) -> list[tuple[tuple[str, str], dict[str, Any]]]:
+        timed = [
+            ((r.target, r.case), r.perf) for r in self.results if r.perf and r.perf.get("median_s")
+        ]
+        return sorted(timed, key=lambda item: -item[1]["median_s"])[:SLOWEST]
+
+    def _expectation_files(self) -> dict[str, Path]:
+        from pytest_xtc.plugin import selected_adapters
+
+        files = {}
+        for adapter in selected_adapters(self.config):
+            path = adapter.expectations_file()
+            if path is not None:
+                files[adapter.name] = path
+        return files
+
+    def expectation_audit(self) -> list[str]:
+        """Entries of the targets' expected-failure files that matched no case run here."""
+        if self.config.getoption("xtc_ignore_expectations"):
+            return []
+        ran: dict[str, list[str]] = defaultdict(list)
+        for r in self.results:
+            ran[r.target].append(r.case)
+        lines = []
+        for target, path in self._expectation_files().items():
+            for entry in expectations.load(path):
+                if not any(entry.matches(case) for case in ran[target]):
+                    lines.append(
+                        f"  {path.name}:{entry.line}: {entry.pattern!r} matched no case "
+                        f"of {target} in this run"
+                    )
+        return ["", "expected-failure entries unused:", *lines] if lines else []
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        folder = self.config.getoption("xtc_update_expectations")
+        if not folder or hasattr(self.config, "workerinput"):
+            return
+        self.updated = write_updates(Path(folder), self._expectation_files(), self.results)
+
+
+def write_updates(folder: Path, files: dict[str, Path], results: list[Result]) -> list[Path]:
+    """Write, per target, its expected-failure file as this run says it should read: the
+    entries that caught a failure kept, new entries for new failures (a case id each, to be
+    widened by hand), entries that caught nothing or a pass dropped. Never applied: the
+    files go to ``folder`` for review."""
+    by_target: dict[str, list[Result]] = defaultdict(list)
+    for r in results:
+        by_target[r.target].append(r)
+    written = []
+    folder.mkdir(parents=True, exist_ok=True)
+    for target, mine in sorted(by_target.items()):
+        old = expectations.load(files[target]) if target in files else ()
+        failed = [r for r in mine if r.status == Status.FAILED.value]
+        passed = [r.case for r in mine if r.status == Status.PASSED.value]
+        kept = [
+            e
+            for e in old
+            if any(e.matches(r.case) for r in failed)
+            and not any(e.matches(case) for case in passed)
+        ]
+        new = [
+            expectations.Expectation(
+                r.case,
+                expectations.outcome_phase(r.phase),
+                r.message.splitlines()[0][:200],
+                "TODO: issue URL",
+            )
+            for r in failed
+            if not any(e.matches(r.case) for e in kept)
+        ]
+        name = files[target].name if target in files else f"{target}.expectations.yaml"
+        path = folder / name
+        path.write_text(expectations.dumps([*kept, *new]))
+        written.append(path)
+    return written
