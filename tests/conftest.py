@@ -44,8 +44,13 @@ def vendor(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Callab
 
 
 @pytest.fixture
-def run(pytester: pytest.Pytester) -> Callable[..., pytest.RunResult]:
-    """pytest in a subprocess, as a user runs it, from an empty directory, no terminal."""
+def run(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> Callable[..., pytest.RunResult]:
+    """pytest in a subprocess, as a user runs it, from an empty directory, no terminal,
+    and not marked as an xdist worker when these tests themselves run under ``-n``."""
+    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+        monkeypatch.delenv(name, raising=False)
 
     def runner(*args: str) -> pytest.RunResult:
         return pytester.runpytest_subprocess(
