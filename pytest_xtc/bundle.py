@@ -35,7 +35,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_xtc import summary
+from pytest_xtc import plot, summary
 from pytest_xtc.verdict import PROFILES, judge, waivers_from
 
 SCHEMA = 1
@@ -75,7 +75,7 @@ def prepare(path: Path) -> None:
     """Make ``path`` ready for a new bundle, removing the files of a previous one."""
     check_destination(path)
     path.mkdir(parents=True, exist_ok=True)
-    for name in (*CONTENT, MANIFEST):
+    for name in (*CONTENT, plot.PLOT, MANIFEST):
         (path / name).unlink(missing_ok=True)
 
 
@@ -143,7 +143,14 @@ def finish(
         _atomic_write(path / RESULTS, "".join(dumps_line(r) for r in records))
     _atomic_write(path / REPORT, json.dumps(clean(report), indent=1, sort_keys=True) + "\n")
     _atomic_write(path / SUMMARY, summary.render(report))
-    _atomic_write(path / MANIFEST, "".join(f"{sha256_file(path / n)}  {n}\n" for n in CONTENT))
+    if records is None:
+        records = [json.loads(line) for line in (path / RESULTS).read_text().splitlines()]
+    chart = plot.render(records)
+    (path / plot.PLOT).unlink(missing_ok=True)
+    if chart is not None:
+        _atomic_write(path / plot.PLOT, chart)
+    names = [*CONTENT, *([plot.PLOT] if chart is not None else [])]
+    _atomic_write(path / MANIFEST, "".join(f"{sha256_file(path / n)}  {n}\n" for n in names))
 
 
 # -- Case sets, shards, verdicts -----------------------------------------------------------
@@ -264,7 +271,9 @@ def _load(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]], list[str]]:
                           "before writing it: killed?); rerun it")
     problems = []
     manifest = _read_manifest(path)
-    for name in CONTENT:
+    if (path / plot.PLOT).is_file() and plot.PLOT not in manifest:
+        problems.append(f"{MANIFEST} does not list {plot.PLOT}")
+    for name in (*CONTENT, *(n for n in manifest if n not in CONTENT)):
         if name not in manifest:
             problems.append(f"{MANIFEST} does not list {name}")
         elif not (path / name).is_file():
@@ -455,7 +464,8 @@ def _swap(staging: Path, out: Path) -> None:
     if not out.exists():
         staging.rename(out)
         return
-    for name in (*CONTENT, MANIFEST):
+    for name in (*CONTENT, plot.PLOT, MANIFEST):
         (out / name).unlink(missing_ok=True)
-    for name in (*CONTENT, MANIFEST):
-        os.replace(staging / name, out / name)
+    for name in (*CONTENT, plot.PLOT, MANIFEST):
+        if (staging / name).is_file():
+            os.replace(staging / name, out / name)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from pytest_xtc.conformance import builtin_cases
 
-from pytest_xtc import SUITE_VERSION, bundle, cli
+from pytest_xtc import SUITE_VERSION, bundle, cli, plot
 from pytest_xtc.cases import DEVICE, HOST
 from pytest_xtc.verdict import (
     CONFORMANT,
@@ -243,7 +243,8 @@ def test_report_of_a_filtered_run(pytester: pytest.Pytester, run: Any) -> None:
     result = run("--xtc-target=host", "--xtc-report=rep", "--junitxml=junit.xml", "-k", FEW)
     result.assert_outcomes(passed=9)
     where = pytester.path / "rep"
-    assert sorted(p.name for p in where.iterdir()) == sorted([*bundle.CONTENT, bundle.MANIFEST])
+    expected = [*bundle.CONTENT, bundle.MANIFEST, plot.PLOT]  # perf.svg: the per-op chart
+    assert sorted(p.name for p in where.iterdir()) == sorted(expected)
     assert (pytester.path / "junit.xml").is_file()
     lines = (where / bundle.RESULTS).read_text().splitlines()
     assert len(lines) == 9
@@ -318,3 +319,16 @@ def test_two_shards_merge_like_one_run(pytester: pytest.Pytester, run: Any) -> N
     status = {(r["case"], r["status"], r["seed"]) for r in merged["targets"]["host"]["results"]}
     assert status == {(r["case"], r["status"], r["seed"])
                       for r in single["targets"]["host"]["results"]}
+
+
+def test_the_performance_chart_is_in_the_manifest_and_checked(tmp_path: Path) -> None:
+    records = [
+        {"target": "host", "case": f"matmul-float32-{n}x4x4-none", "status": "passed",
+         "perf": {"gflops": 2.0 * n, "numpy_gflops": 1.0}}
+        for n in (1, 2, 3)
+    ]
+    assert plot.gflops_by_op(records) == {"host matmul": (4.0, 1.0)}
+    svg = plot.render(records)
+    assert svg is not None and svg.startswith("<?xml") and "host matmul" in svg
+    assert plot.render(records) == svg  # the same figures give the same bytes
+    assert plot.render([{**records[0], "perf": None}]) is None
