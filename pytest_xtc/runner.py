@@ -17,6 +17,7 @@ import traceback
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -110,15 +111,17 @@ def device_lock(key: str | None) -> AbstractContextManager[Any]:
     return FileLock(str(folder / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', key)}.lock"))
 
 
-_prepared: set[int] = set()
+_workers: dict[int, isolation.Worker] = {}
 
 
-def _prepare(adapter: TargetAdapter, workdir: Path) -> None:
-    if id(adapter) in _prepared:
-        return
-    _prepared.add(id(adapter))
-    with contextlib.suppress(Exception):  # the cases meet the same problem and report it
-        adapter.prepare(workdir.parent / f"prepare-{adapter.name}")
+def _worker(adapter: TargetAdapter, workdir: Path) -> isolation.Worker:
+    """The adapter's forked worker; the first call prepares the adapter here, so that every
+    child it forks starts warm."""
+    if id(adapter) not in _workers:
+        with contextlib.suppress(Exception):  # the cases meet the same problem and report it
+            adapter.prepare(workdir.parent / f"prepare-{adapter.name}")
+        _workers[id(adapter)] = isolation.Worker(partial(_target_work, adapter))
+    return _workers[id(adapter)]
 
 
 def run_case(
@@ -148,19 +151,18 @@ def run_case(
         outcome.seed = case.seed(settings.base_seed)
         inputs = case.make_inputs(outcome.seed)
         outputs = [np.full(o.shape, np.nan, o.dtype) for o in graphs.outputs(case.graph)]
-    work = _target_work(adapter, case, workdir, inputs, outputs, execute, settings)
+    request = _Request(case, workdir, inputs, outputs, execute, settings)
     compile_limit, run_limit = adapter.time_limits()
     limits = {"compile": compile_limit, "run": run_limit, "wait-device": DEVICE_WAIT_S}
     limits.update(settings.limits)
     if settings.isolate and isolation.available():
-        _prepare(adapter, workdir)
         try:
-            done: _Work = isolation.run_in_child(work, limits, "compile")
+            done: _Work = _worker(adapter, workdir).call(request, limits, "compile")
         except isolation.ChildFailure as exc:
             status = Status.ERROR if exc.phase in ("compile", "wait-device") else Status.FAILED
             return _end(outcome, status, exc.phase, str(exc))
     else:
-        done = work(lambda phase: None)
+        done = _target_work(adapter, request, lambda phase: None)
     outcome.compile_s, outcome.run_s, outcome.times = done.compile_s, done.run_s, done.times
     if done.failure:
         status = Status.ERROR if done.infrastructure else Status.FAILED
@@ -189,57 +191,59 @@ def _perf(
         return {"error": _failure(exc)}
 
 
-def _target_work(
-    adapter: TargetAdapter,
-    case: Case,
-    workdir: Path,
-    inputs: list[np.ndarray],
-    outputs: list[np.ndarray],
-    execute: bool,
-    settings: Settings,
-) -> Callable[[Callable[[str], None]], _Work]:
-    """The target's side of a case, run in the child (or in process without isolation)."""
+@dataclass
+class _Request:
+    """One case's target work, as sent to the worker."""
 
-    def work(report: Callable[[str], None]) -> _Work:
-        done = _Work()
-        phase = "compile"
-        try:
-            start = time.perf_counter()
-            artifact = adapter.compile(case, workdir)
-            done.compile_s = time.perf_counter() - start
-            if case.placement is not None:
-                phase = "placement"
-                placement.check(case, artifact.directory)
-            if not execute:
-                phase = "check-artifact"
-                adapter.check_artifact(case, artifact)
-                done.phase = phase
-                return done
-            phase = "wait-device"
+    case: Case
+    workdir: Path
+    inputs: list[np.ndarray]
+    outputs: list[np.ndarray]
+    execute: bool
+    settings: Settings
+
+
+def _target_work(adapter: TargetAdapter, request: _Request, report: Callable[[str], None]) -> _Work:
+    """The target's side of a case, run in the worker (or in process without isolation)."""
+    case, workdir, inputs, outputs = request.case, request.workdir, request.inputs, request.outputs
+    execute, settings = request.execute, request.settings
+    done = _Work()
+    phase = "compile"
+    try:
+        start = time.perf_counter()
+        artifact = adapter.compile(case, workdir)
+        done.compile_s = time.perf_counter() - start
+        if case.placement is not None:
+            phase = "placement"
+            placement.check(case, artifact.directory)
+        if not execute:
+            phase = "check-artifact"
+            adapter.check_artifact(case, artifact)
+            done.phase = phase
+            return done
+        phase = "wait-device"
+        report(phase)
+        with device_lock(adapter.lock_key()):
+            phase = "run"
             report(phase)
-            with device_lock(adapter.lock_key()):
-                phase = "run"
-                report(phase)
-                first = [a.copy() for a in inputs]
-                start = time.perf_counter()
-                result = adapter.run(artifact, first, outputs, settings.timing)
-                done.run_s = time.perf_counter() - start
-                if settings.repeat_check:
-                    again = [np.full_like(o, np.nan) for o in outputs]
-                    adapter.run(artifact, [a.copy() for a in inputs], again, ONCE)
-                    done.second = again
-            done.phase, done.times, done.inputs, done.outputs = (
-                "check",
-                result.times,
-                first,
-                outputs,
-            )
-        except Exception as exc:
-            done.phase, done.failure = phase, f"{phase} failed: {_failure(exc)}"
-            done.infrastructure = _is_infrastructure(exc, phase)
-        return done
-
-    return work
+            first = [a.copy() for a in inputs]
+            start = time.perf_counter()
+            result = adapter.run(artifact, first, outputs, settings.timing)
+            done.run_s = time.perf_counter() - start
+            if settings.repeat_check:
+                again = [np.full_like(o, np.nan) for o in outputs]
+                adapter.run(artifact, [a.copy() for a in inputs], again, ONCE)
+                done.second = again
+        done.phase, done.times, done.inputs, done.outputs = (
+            "check",
+            result.times,
+            first,
+            outputs,
+        )
+    except Exception as exc:
+        done.phase, done.failure = phase, f"{phase} failed: {_failure(exc)}"
+        done.infrastructure = _is_infrastructure(exc, phase)
+    return done
 
 
 def _check(outcome: Outcome, case: Case, pristine: list[np.ndarray], done: _Work) -> Outcome:
