@@ -72,7 +72,7 @@ def run(log: Callable[[str], None] = print) -> bool:
             log(f"  {name:<22} {verdict}: {caught} of {tally.cases} cases failed "
                 f"({tally.seconds:.1f} s)")
             for case_id, cause in list(zip(tally.rejected, tally.causes, strict=True))[:3]:
-                log(f"      {case_id}: {cause[:150]}")
+                log(f"      {case_id}: {cause.splitlines()[0][:150]}")
             ok &= bool(caught)
         log(f"faulty variants rejected: {rejected} of {len(faults.FAULTS)}")
         host = HostTarget(TargetSpec("host", "host"))
@@ -81,7 +81,7 @@ def run(log: Callable[[str], None] = print) -> bool:
             passed = tally.cases - len(tally.rejected)
             log(f"host, seed {seed}: {passed} of {tally.cases} passed ({tally.seconds:.1f} s)")
             for case_id, cause in zip(tally.rejected, tally.causes, strict=True):
-                log(f"      {case_id}: {cause[:300]}")
+                log(f"      {case_id}: {cause.splitlines()[0][:300]}")
             ok &= not tally.rejected
     log("selftest " + ("passed" if ok else "FAILED"))
     return ok
