@@ -201,7 +201,8 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         values = adapter_settings(config)
         for option in registry.adapter_options():
-            problem = values[option.name] is not None and option.problem(values[option.name])
+            value = values[option.name]
+            problem = value is not None and option.problem(value)
             if problem:
                 raise registry.SelectionError(problem)
         adapters = config.stash[_adapters_key] = registry.resolve(selection, values)

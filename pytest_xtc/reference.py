@@ -166,6 +166,6 @@ def conv2d(x: np.ndarray, w: np.ndarray, stride: tuple[int, int]) -> np.ndarray:
     """NHWC input, RSCF weights, no padding (XTC pads with a separate pad2d node).
     A tensordot over the windows: BLAS, in any summation order (the bound covers all)."""
     r, s, _, _ = w.shape
-    windows = np.lib.stride_tricks.sliding_window_view(x, (r, s), axis=(-3, -2))
+    windows = np.lib.stride_tricks.sliding_window_view(x, (r, s), axis=(-3, -2))  # type: ignore[call-overload]
     windows = windows[..., :: stride[0], :: stride[1], :, :, :]  # (..., OH, OW, C, R, S)
     return np.tensordot(windows, w, axes=([-3, -2, -1], [2, 0, 1]))  # (..., OH, OW, F)

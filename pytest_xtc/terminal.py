@@ -49,9 +49,10 @@ class OutcomeCollector:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when != "call":
             return
-        for key, value in report.user_properties:
+        for key, found in report.user_properties:
             if key != OUTCOME_KEY:
                 continue
+            value: dict[str, Any] = found  # type: ignore[assignment]
             column = value["status"]
             if hasattr(report, "wasxfail"):
                 column = "expected failure"

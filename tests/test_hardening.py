@@ -187,3 +187,37 @@ def test_every_faulty_variant_is_rejected_by_some_case(tmp_path: Path) -> None:
             for i, c in enumerate(cases)
         ]
         assert Status.FAILED in statuses, name
+
+
+def test_one_device_one_user_across_processes(tmp_path: Path, monkeypatch) -> None:
+    """The runner's device lock: another process holding board 0 keeps us out of board 0,
+    not out of board 1; host targets (no lock key) take no lock."""
+    import subprocess
+    import sys
+
+    import filelock
+
+    from pytest_xtc.runner import device_lock
+
+    monkeypatch.setenv("XTC_LOCK_DIR", str(tmp_path))
+    holder = (
+        "import sys, time\nfrom pytest_xtc.runner import device_lock\n"
+        "with device_lock('mppa-hw:0'):\n    print('held', flush=True)\n    sys.stdin.read()\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", holder], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
+        with pytest.raises(filelock.Timeout):
+            device_lock("mppa-hw:0").acquire(timeout=0)
+        other = device_lock("mppa-hw:1")
+        other.acquire(timeout=0)
+        other.release()
+    finally:
+        proc.communicate("")
+    lock = device_lock("mppa-hw:0")
+    lock.acquire(timeout=5)  # free again once the holder is gone
+    lock.release()
+    with device_lock(None):
+        pass
