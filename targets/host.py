@@ -76,15 +76,18 @@ def evaluate(
     inputs: Sequence[np.ndarray],
     outputs: Sequence[np.ndarray],
     timing: Timing = ONCE,
+    runtimes: Sequence[Any] | None = None,
 ) -> RunResult:
     """Run an XTC module through its evaluator; outputs and the kernel's view of its
-    inputs are copied back into the given arrays."""
+    inputs are copied back into the given arrays. ``runtimes`` gives each operand's
+    (inputs, then outputs) XTC runtime: a device places it there; None, the host."""
     from xtc.runtimes.types.ndarray import NDArray
 
-    nd_inputs = [NDArray(a) for a in inputs]
-    nd_outputs = [NDArray(a) for a in outputs]
+    arrays = [*inputs, *outputs]
+    where = runtimes or [None] * len(arrays)
+    nd = [NDArray(a, runtime=r) for a, r in zip(arrays, where, strict=True)]
     evaluator = module.get_evaluator(
-        parameters=(nd_inputs, nd_outputs),
+        parameters=(nd[: len(inputs)], nd[len(inputs) :]),
         repeat=timing.repeat,
         number=timing.number,
         min_repeat_ms=timing.min_repeat_ms,
@@ -92,7 +95,6 @@ def evaluate(
     times, code, error = evaluator.evaluate()
     if code != 0:
         raise RuntimeError(f"XTC evaluator returned code {code}: {error}")
-    for nd, array in zip([*nd_inputs, *nd_outputs], [*inputs, *outputs], strict=True):
-        nd.numpy(out=array)
+    for handle, array in zip(nd, arrays, strict=True):
+        handle.numpy(out=array)
     return RunResult(times=[float(t) for t in times])
-

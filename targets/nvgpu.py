@@ -497,22 +497,8 @@ def evaluate(
 ) -> RunResult:
     """Run through XTC's GPU evaluator: device operands are copied to GPU memory and back,
     host operands are mapped; results land in ``outputs``."""
-    from xtc.runtimes.types.ndarray import NDArray
+    from pytest_xtc.targets import host
 
-    arrays = [*inputs, *outputs]
-    nd = [NDArray(a, runtime=gpu if on else None)
-          for a, on in zip(arrays, compiled.on_device, strict=True)]
-    nd_inputs, nd_outputs = nd[: len(inputs)], nd[len(inputs):]
-    evaluator = compiled.module.get_evaluator(
-        parameters=(nd_inputs, nd_outputs),
-        repeat=timing.repeat,
-        number=timing.number,
-        min_repeat_ms=timing.min_repeat_ms,
-    )
-    times, code, error = evaluator.evaluate()
-    if code != 0:
-        raise RuntimeError(f"XTC GPU evaluator returned code {code}: {error}")
-    for array, handle in zip(arrays, nd, strict=True):
-        handle.numpy(out=array)
-    return RunResult(times=[float(t) for t in times])
+    runtimes = [gpu if on else None for on in compiled.on_device]
+    return host.evaluate(compiled.module, inputs, outputs, timing, runtimes)
 
