@@ -8,10 +8,27 @@ from pathlib import Path
 
 import pytest
 
+from pytest_xtc import registry
+from pytest_xtc.adapter import TargetSpec
+
 FAULTY = {
     f"faulty-{name}": f"pytest_xtc.faults:{cls.__name__}"
     for name, cls in __import__("pytest_xtc.faults", fromlist=["FAULTS"]).FAULTS.items()
 }
+
+
+def fake_executable(path: Path, body: str) -> Path:
+    """A shell script at ``path`` standing in for a tool (nvcc, kvx-cos-gcc...)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"#!/bin/sh\n{body}\n")
+    path.chmod(0o755)
+    return path
+
+
+def spec_of(name: str, options: Mapping[str, str | None]) -> TargetSpec:
+    """The TargetSpec a selection such as ``nvgpu[1]`` gives an adapter."""
+    (selected,) = registry.parse(name)
+    return TargetSpec(selected.name, selected.base, selected.ordinal, dict(options))
 
 
 def write_distribution(

@@ -24,24 +24,19 @@ from pytest_xtc.targets import mppa
 from pytest_xtc.targets.mppa import MppaTarget
 
 from pytest_xtc import xtc_env
-from pytest_xtc.adapter import TargetSpec, Tier
+from pytest_xtc.adapter import Tier
 from pytest_xtc.cases import DEVICE
+from tests.conftest import fake_executable, spec_of
 
 FAKE_GCC_VERSION = "kvx-cos-gcc (FAKE toolchain for tests) 0.0"
 NO_TOOLCHAIN = "KALRAY_TOOLCHAIN_DIR is not set (needs the Kalray toolchain with kvx-cos-gcc)"
 
 
 def adapter(name: str = "mppa-iss", **options: str) -> MppaTarget:
-    base, _, rest = name.partition("[")
-    ordinal = int(rest.rstrip("]")) if rest else None
-    return MppaTarget(TargetSpec(name, base, ordinal, options))
+    return MppaTarget(spec_of(name, options))
 
 
-def script(path: Path, body: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(f"#!/bin/sh\n{body}\n")
-    path.chmod(0o755)
-    return path
+script = fake_executable
 
 
 @dataclass

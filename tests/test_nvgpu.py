@@ -24,9 +24,10 @@ from pytest_xtc.targets import nvgpu
 from pytest_xtc.targets.nvgpu import NoGpuKernel, NvgpuTarget
 
 from pytest_xtc import placement, xtc_env
-from pytest_xtc.adapter import Artifact, TargetSpec, Tier
+from pytest_xtc.adapter import Artifact, Tier
 from pytest_xtc.cases import DEVICE, HOST, Case, placements
 from pytest_xtc.runner import Status, run_case
+from tests.conftest import fake_executable, spec_of
 
 FAKE_NVCC_VERSION = "12.4.131"
 H100 = "0, NVIDIA H100 80GB HBM3, 9.0, 550.54.15"
@@ -34,16 +35,10 @@ A100 = "1, NVIDIA A100-SXM4-40GB, 8.0, 550.54.15"
 
 
 def adapter(name: str = "nvgpu", arch: str | None = None) -> NvgpuTarget:
-    base, _, rest = name.partition("[")
-    ordinal = int(rest.rstrip("]")) if rest else None
-    return NvgpuTarget(TargetSpec(name, base, ordinal, {"nvgpu-arch": arch}))
+    return NvgpuTarget(spec_of(name, {"nvgpu-arch": arch}))
 
 
-def script(path: Path, body: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(f"#!/bin/sh\n{body}\n")
-    path.chmod(0o755)
-    return path
+script = fake_executable
 
 
 @dataclass
