@@ -36,7 +36,6 @@ def adapter(name: str = "mppa-iss", **options: str) -> MppaTarget:
     return MppaTarget(spec_of(name, options))
 
 
-script = fake_executable
 
 
 @dataclass
@@ -75,15 +74,15 @@ def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeToolch
     monkeypatch.setattr(platform, "system", lambda: "Linux")
     monkeypatch.setattr(MppaTarget, "_claimed", None)  # no MPPA target probed yet
     fake = FakeToolchain(tmp_path / "kalray", tmp_path / "path-bin", tmp_path / "py")
-    script(fake.gcc, f'echo "{FAKE_GCC_VERSION}"')
+    fake_executable(fake.gcc, f'echo "{FAKE_GCC_VERSION}"')
     for tool in ("mppa-opt", "mppa-translate"):
-        script(fake.modules / "mlir_mppa" / "bin" / tool, "exit 1")
+        fake_executable(fake.modules / "mlir_mppa" / "bin" / tool, "exit 1")
     for package in ("mlir_mppa", "mlir_sdist"):
         (fake.modules / package).mkdir(parents=True, exist_ok=True)
         (fake.modules / package / "__init__.py").write_text("")
-    script(fake.path_bin / "kvx-cluster", "exit 1")
-    script(fake.path_bin / "kvx-qemu-offload-bridge", "exit 1")
-    script(fake.path_bin / "kvx-board-diag", 'echo "Board 0: FAKE k300"')
+    fake_executable(fake.path_bin / "kvx-cluster", "exit 1")
+    fake_executable(fake.path_bin / "kvx-qemu-offload-bridge", "exit 1")
+    fake_executable(fake.path_bin / "kvx-board-diag", 'echo "Board 0: FAKE k300"')
     monkeypatch.setenv("KALRAY_TOOLCHAIN_DIR", str(fake.root))
     monkeypatch.setenv("PATH", f"{fake.path_bin}{os.pathsep}{os.environ.get('PATH', '')}")
     monkeypatch.syspath_prepend(str(fake.modules))
@@ -235,7 +234,7 @@ def test_fake_toolchain_unset_dir_is_named(
 
 
 def test_fake_toolchain_broken_compiler_is_named(fake: FakeToolchain) -> None:
-    script(fake.gcc, "echo 'cannot execute' >&2; exit 126")
+    fake_executable(fake.gcc, "echo 'cannot execute' >&2; exit 126")
     probe = adapter("mppa-iss").probe()
     assert probe.tier is Tier.UNAVAILABLE
     assert "kvx-cos-gcc --version failed: exit status 126: cannot execute" in probe.reason
@@ -257,7 +256,7 @@ def test_fake_toolchain_versions_found_before_the_missing_piece(fake: FakeToolch
     ids=["no-board", "diag-fails"],
 )
 def test_fake_toolchain_hw_without_board(fake: FakeToolchain, diag: str, reason: str) -> None:
-    script(fake.path_bin / "kvx-board-diag", diag)
+    fake_executable(fake.path_bin / "kvx-board-diag", diag)
     probe = adapter("mppa-hw").probe()
     assert probe.tier is Tier.UNAVAILABLE
     assert reason in probe.reason

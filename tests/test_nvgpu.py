@@ -38,7 +38,6 @@ def adapter(name: str = "nvgpu", arch: str | None = None) -> NvgpuTarget:
     return NvgpuTarget(spec_of(name, {"nvgpu-arch": arch}))
 
 
-script = fake_executable
 
 
 @dataclass
@@ -57,8 +56,8 @@ class Fake:
             "  *) exit 1;;\n"
             "esac"
         )
-        script(cuda / "bin" / "nvcc", body)
-        script(cuda / "bin" / "ptxas", "exit 0")
+        fake_executable(cuda / "bin" / "nvcc", body)
+        fake_executable(cuda / "bin" / "ptxas", "exit 0")
         self.monkeypatch.setenv("CUDA_INSTALL_DIR", str(cuda))
         return cuda
 
@@ -66,7 +65,7 @@ class Fake:
         """A fake nvidia-smi (the only thing on PATH) listing ``gpus``; libcuda loads
         (a stand-in system library) unless ``libcuda`` is False."""
         lines = "".join(f"{g}\\n" for g in gpus)
-        script(self.root / "driver" / "nvidia-smi", f"printf '{lines}'\nexit {exit_code}")
+        fake_executable(self.root / "driver" / "nvidia-smi", f"printf '{lines}'\nexit {exit_code}")
         self.monkeypatch.setenv("PATH", str(self.root / "driver"))
         stand_in = ctypes.util.find_library("c") or "libc.so.6"
         self.monkeypatch.setattr(nvgpu, "LIBCUDA", stand_in if libcuda else "libcuda-absent.so.1")
