@@ -337,7 +337,9 @@ def rerun_command(config: pytest.Config, name: str, target: str) -> str:
     return shlex.join([*parts, "-k", name])
 
 
-def _expectation(request: pytest.FixtureRequest, adapter: TargetAdapter, case_id: str):  # type: ignore[no-untyped-def]
+def _expectation(
+    request: pytest.FixtureRequest, adapter: TargetAdapter, case_id: str
+) -> expectations.Expectation | None:
     if request.config.getoption("xtc_ignore_expectations"):
         return None
     path = adapter.expectations_file()
