@@ -15,13 +15,14 @@ import importlib.metadata as metadata
 import os
 import sys
 import sysconfig
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from pytest_xtc import graphs
 from pytest_xtc.cases import DEVICE, Case
+from pytest_xtc.placement import SOURCE_IR
 
 XTC_DISTRIBUTIONS = (
     "xtc-tools",
@@ -166,24 +167,39 @@ def _check_loops(primitive: str, args: Sequence[Any], loops: set[str]) -> None:
         loops.update(args[1])
 
 
+Steps = Sequence[tuple[str, tuple[Any, ...]]]
+
+
+def scheduled(
+    case: Case,
+    workdir: Path,
+    device: Any = None,
+    extra_steps: Steps | Callable[[Any, Any], Steps] = (),
+) -> tuple[Any, Any]:
+    """XTC's MLIR backend for ``case`` (operands placed on ``device`` as the case says) and
+    its schedule, with a target's ``extra_steps`` after the case's own (or a function of
+    the graph and the backend giving them). The source IR is written to
+    ``workdir/source.mlir``, where the placement check reads it."""
+    graph = build_graph(case, device)
+    backend = import_mlir_backend().Backend(graph)
+    extra = extra_steps(graph, backend) if callable(extra_steps) else extra_steps
+    sched = schedule(backend, case, extra)
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / SOURCE_IR).write_text(str(backend.xdsl_func))
+    return backend, sched
+
+
 def compile_case(
     case: Case,
     workdir: Path,
     target: Any,
     device: Any = None,
-    extra_steps: Sequence[tuple[str, tuple[Any, ...]]] = (),
+    extra_steps: Steps = (),
     **compiler_options: Any,
 ) -> Any:
-    """Compile ``case`` with XTC's MLIR backend into ``workdir``; returns the XTC module.
-
-    The source IR is written to ``workdir/source.mlir`` for inspection.
-    """
-    backend_module = import_mlir_backend()
-    backend = backend_module.Backend(build_graph(case, device))
-    sched = schedule(backend, case, extra_steps)
-    workdir.mkdir(parents=True, exist_ok=True)
+    """Compile ``case`` with XTC's MLIR backend into ``workdir``; returns the XTC module."""
+    backend, sched = scheduled(case, workdir, device, extra_steps)
     compiler = backend.get_compiler(
         target=target, shared_lib=True, dump_file=str(workdir / "kernel"), **compiler_options
     )
-    (workdir / "source.mlir").write_text(str(backend.xdsl_func))
     return compiler.compile(sched)

@@ -204,12 +204,9 @@ class NvgpuTarget(TargetAdapter):
 
     def compile(self, case: Case, workdir: Path) -> Artifact:
         device = self.device()
-        graph = xtc_env.build_graph(case, device)
-        backend = xtc_env.import_mlir_backend().Backend(graph)
-        extra = gpu_steps(graph, backend, case)
-        sched = xtc_env.schedule(backend, case, extra)
-        workdir.mkdir(parents=True, exist_ok=True)
-        (workdir / placement.SOURCE_IR).write_text(str(backend.xdsl_func))
+        backend, sched = xtc_env.scheduled(
+            case, workdir, device, lambda graph, backend: gpu_steps(graph, backend, case)
+        )
         compiler = _pinned_compiler()(
             backend, device, shared_lib=True, dump_file=str(workdir / "kernel"),
             save_temps=True, save_temps_dir=str(workdir / "temps"),
@@ -217,7 +214,7 @@ class NvgpuTarget(TargetAdapter):
         module = compiler.compile(sched)
         where = case.placement or {}
         on_device = [where.get(n) == DEVICE for n in placement.operand_names(case)]
-        notes = {"arch": device.arch, "gpu-steps": repr(extra)}
+        notes = {"arch": device.arch}
         files = sorted(p for p in workdir.rglob("*") if p.is_file())
         return Artifact(workdir, Compiled(module, on_device), files, notes)
 
