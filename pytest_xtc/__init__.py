@@ -1,6 +1,6 @@
 """pytest-xtc: a pytest plugin and conformance suite for the compilation targets of XTC."""
 
-from pytest_xtc.adapter import (
+from pytest_xtc.core.adapter import (
     Artifact,
     Capabilities,
     OptionSpec,

@@ -16,8 +16,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_xtc import bundle, registry
-from pytest_xtc.verdict import CONFORMANT, NOT_APPLICABLE, PROFILES
+from pytest_xtc.core import registry
+from pytest_xtc.report import bundle
+from pytest_xtc.report.verdicts import CONFORMANT, NOT_APPLICABLE, PROFILES
 
 PROG = "xtc-conformance"
 
@@ -44,7 +45,7 @@ def _target_options(pairs: Sequence[str]) -> dict[str, str | None]:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from pytest_xtc.listing import format_targets
+    from pytest_xtc.report.text import format_targets
 
     print(format_targets(registry.resolve("all", _target_options(args.target_option))))
     return 0
@@ -186,7 +187,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "verify":
             return cmd_verify(args)
         if args.command == "selftest":
-            from pytest_xtc import selftest
+            from pytest_xtc.selftest import proof as selftest
 
             return 0 if selftest.run() else 1
         return cmd_merge(args)

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from pytest_xtc import registry
-from pytest_xtc.adapter import TargetSpec
+from pytest_xtc.core import registry
+from pytest_xtc.core.adapter import TargetSpec
 
 FAULTY = {
-    f"faulty-{name}": f"pytest_xtc.faults:{cls.__name__}"
-    for name, cls in __import__("pytest_xtc.faults", fromlist=["FAULTS"]).FAULTS.items()
+    f"faulty-{name}": f"pytest_xtc.selftest.faults:{cls.__name__}"
+    for name, cls in __import__("pytest_xtc.selftest.faults", fromlist=["FAULTS"]).FAULTS.items()
 }
 
 

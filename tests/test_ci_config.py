@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 import yaml
 
-from pytest_xtc import registry
+from pytest_xtc.core import registry
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOW = ROOT / ".github" / "workflows" / "conformance.yml"

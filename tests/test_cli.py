@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from pytest_xtc import bundle, cli
-from pytest_xtc.verdict import CONFORMANT, NOT_CONFORMANT
+from pytest_xtc import cli
+from pytest_xtc.report import bundle
+from pytest_xtc.report.verdicts import CONFORMANT, NOT_CONFORMANT
 from tests.test_report import CASES, make_bundle, verdicts
 
 

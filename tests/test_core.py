@@ -7,10 +7,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from pytest_xtc.conformance import builtin_cases
 from pytest_xtc.conformance.families import FAMILIES
-
-from pytest_xtc import cases, checking, graphs, reference, registry
+from pytest_xtc.core import cases, checking, graphs, reference, registry
 
 
 def naive_conv2d(x: np.ndarray, w: np.ndarray, stride: tuple[int, int]) -> np.ndarray:
@@ -141,7 +141,7 @@ def test_placement_variants_of_an_accelerator() -> None:
 
 def test_graph_dicts_match_xtc_serialization() -> None:
     """Our graphs are XTC's own format: XTC builds them and dumps the same dict back."""
-    from pytest_xtc import xtc_env
+    from pytest_xtc.core import xtc_env
 
     for family in ("matmul", "mlp", "conv2d", "pad"):
         case = next(c for c in builtin_cases() if c.op == family)
@@ -162,7 +162,7 @@ def graphs_as_lists(value):  # type: ignore[no-untyped-def]
 
 
 def test_user_case_file_from_an_xtc_dump(tmp_path: Path) -> None:
-    from pytest_xtc import xtc_env
+    from pytest_xtc.core import xtc_env
 
     case = next(c for c in builtin_cases() if c.op == "matmul+relu")
     path = tmp_path / "mine.yaml"

@@ -34,7 +34,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pytest_xtc import adapter, cli, expectations, verdict
+from pytest_xtc import cli
+from pytest_xtc.core import adapter, expectations
+from pytest_xtc.report import verdicts as verdict
 from tests.test_examples import (
     clean_env,
     layered_venv,

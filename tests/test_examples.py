@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_xtc import expectations, xtc_env
-from pytest_xtc.adapter import TargetSpec, Tier
+from pytest_xtc.core import expectations, xtc_env
+from pytest_xtc.core.adapter import TargetSpec, Tier
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "xtc-example-adapter"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_xtc import faults
+from pytest_xtc.selftest import faults
 
 # A vendor adapter whose kernel segfaults on one case and never returns on another.
 SABOTEUR = """
@@ -176,8 +176,8 @@ def test_repeat_check_runs_each_kernel_twice(run) -> None:
 
 def test_every_faulty_variant_is_rejected_by_some_case(tmp_path: Path) -> None:
     """The plugin's own version of ``xtc-conformance selftest``, on a smaller slice."""
-    from pytest_xtc import selftest
-    from pytest_xtc.runner import Settings, Status, run_case
+    from pytest_xtc.core.runner import Settings, Status, run_case
+    from pytest_xtc.selftest import proof as selftest
 
     cases = [c for c in selftest.selected_cases() if c.schedule.name == "tile"]
     for name in faults.FAULTS:
@@ -197,11 +197,11 @@ def test_one_device_one_user_across_processes(tmp_path: Path, monkeypatch) -> No
 
     import filelock
 
-    from pytest_xtc.runner import device_lock
+    from pytest_xtc.core.runner import device_lock
 
     monkeypatch.setenv("XTC_LOCK_DIR", str(tmp_path))
     holder = (
-        "import sys, time\nfrom pytest_xtc.runner import device_lock\n"
+        "import sys, time\nfrom pytest_xtc.core.runner import device_lock\n"
         "with device_lock('mppa-hw:0'):\n    print('held', flush=True)\n    sys.stdin.read()\n"
     )
     proc = subprocess.Popen(

@@ -20,12 +20,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from pytest_xtc.core import xtc_env
+from pytest_xtc.core.adapter import Tier
+from pytest_xtc.core.cases import DEVICE
 from pytest_xtc.targets import mppa
 from pytest_xtc.targets.mppa import MppaTarget
-
-from pytest_xtc import xtc_env
-from pytest_xtc.adapter import Tier
-from pytest_xtc.cases import DEVICE
 from tests.conftest import fake_executable, spec_of
 
 FAKE_GCC_VERSION = "kvx-cos-gcc (FAKE toolchain for tests) 0.0"

@@ -19,14 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
 from pytest_xtc.conformance import builtin_cases
+from pytest_xtc.core import placement, xtc_env
+from pytest_xtc.core.adapter import Artifact, Tier
+from pytest_xtc.core.cases import DEVICE, HOST, Case, placements
+from pytest_xtc.core.runner import Status, run_case
 from pytest_xtc.targets import nvgpu
 from pytest_xtc.targets.nvgpu import NoGpuKernel, NvgpuTarget
-
-from pytest_xtc import placement, xtc_env
-from pytest_xtc.adapter import Artifact, Tier
-from pytest_xtc.cases import DEVICE, HOST, Case, placements
-from pytest_xtc.runner import Status, run_case
 from tests.conftest import fake_executable, spec_of
 
 FAKE_NVCC_VERSION = "12.4.131"

@@ -10,10 +10,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from pytest_xtc.conformance import builtin_cases, families
 
-from pytest_xtc import checking, graphs, perf, reference
-from pytest_xtc.adapter import (
+from pytest_xtc.conformance import builtin_cases, families
+from pytest_xtc.core import checking, graphs, perf, reference
+from pytest_xtc.core.adapter import (
     ONCE,
     Artifact,
     Capabilities,
@@ -24,7 +24,7 @@ from pytest_xtc.adapter import (
     Tier,
     Timing,
 )
-from pytest_xtc.runner import Settings, Status, run_case
+from pytest_xtc.core.runner import Settings, Status, run_case
 
 # -- FLOPs, timing, statistics -----------------------------------------------------------
 
@@ -208,9 +208,9 @@ VENDOR_HEADER = f"""
 from __future__ import annotations
 from pathlib import Path
 from typing import Any
-from pytest_xtc import reference
-from pytest_xtc.adapter import ONCE, Artifact, Capabilities, Probe, RunResult, TargetAdapter
-from pytest_xtc.adapter import Tier, Timing
+from pytest_xtc.core import reference
+from pytest_xtc.core.adapter import ONCE, Artifact, Capabilities, Probe, RunResult, TargetAdapter
+from pytest_xtc.core.adapter import Tier, Timing
 TIMES = {TIMES!r}
 """
 FEW = "matmul-float32-13x11x7-tile] or conv2d-float32-1x9x9x3-3x3x8-s2-p1-tile]"

@@ -13,7 +13,7 @@ from tests.conftest import FAULTY
 FEW = "matmul-float32-13x11x7 or relu-float32-5x7 or conv2d-float32-1x9x9x3-3x3x8-s2-p1"
 
 UNAVAILABLE_ADAPTER = """
-from pytest_xtc.adapter import Probe, Tier
+from pytest_xtc.core.adapter import Probe, Tier
 from pytest_xtc.targets.host import HostTarget
 
 class NoWidget(HostTarget):
@@ -159,8 +159,7 @@ def test_failure_states_figures_and_the_rerun_command_reproduces_it(vendor, run,
 
 def test_user_case_files_run_and_are_checked_like_builtin_ones(pytester, run) -> None:
     from pytest_xtc.conformance import builtin_cases
-
-    from pytest_xtc import xtc_env
+    from pytest_xtc.core import xtc_env
 
     case = next(c for c in builtin_cases() if c.op == "conv2d+relu")
     folder = pytester.mkdir("my_cases")
@@ -189,7 +188,7 @@ def test_expectations_are_audited_and_updates_written_for_review(vendor, run, py
         "flaky_xtc",
         {"f16": "flaky:F16"},
         {
-            "flaky": "from pytest_xtc import faults\n"
+            "flaky": "from pytest_xtc.selftest import faults\n"
             "class F16(faults.Float16Arithmetic):\n    pass\n"
         },
     )

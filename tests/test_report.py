@@ -9,11 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pytest_xtc.conformance import builtin_cases
 
-from pytest_xtc import SUITE_VERSION, bundle, cli, plot
-from pytest_xtc.cases import DEVICE, HOST
-from pytest_xtc.verdict import (
+from pytest_xtc import SUITE_VERSION, cli
+from pytest_xtc.conformance import builtin_cases
+from pytest_xtc.core.cases import DEVICE, HOST
+from pytest_xtc.report import bundle
+from pytest_xtc.report import chart as plot
+from pytest_xtc.report.verdicts import (
     CONFORMANT,
     NOT_APPLICABLE,
     NOT_CONFORMANT,
@@ -226,7 +228,7 @@ def test_non_finite_figures_stay_json(tmp_path: Path) -> None:
 
 
 def test_performance_table_appears_only_with_perf_records(tmp_path: Path) -> None:
-    from pytest_xtc import summary
+    from pytest_xtc.report import summary
 
     report = make_bundle(tmp_path / "b", [(c, "passed") for c in CASES])
     assert "## Performance" not in summary.render(report)

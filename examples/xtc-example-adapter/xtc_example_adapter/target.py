@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pytest_xtc.targets.host import HostTarget
 
-from pytest_xtc import xtc_env
-from pytest_xtc.adapter import Artifact, OptionSpec, Probe, Tier
+from pytest_xtc.core import xtc_env
+from pytest_xtc.core.adapter import Artifact, OptionSpec, Probe, Tier
 
 if TYPE_CHECKING:
-    from pytest_xtc.cases import Case
+    from pytest_xtc.core.cases import Case
 
 DISTRIBUTION = "xtc-example-adapter"
 

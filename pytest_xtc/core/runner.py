@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from pytest_xtc import checking, graphs, isolation, perf, placement, reference
-from pytest_xtc.adapter import ONCE, InfrastructureError, TargetAdapter, Tier, Timing
-from pytest_xtc.cases import Case
+from pytest_xtc.core import checking, graphs, isolation, perf, placement, reference
+from pytest_xtc.core.adapter import ONCE, InfrastructureError, TargetAdapter, Tier, Timing
+from pytest_xtc.core.cases import Case
 
 LOCK_DIR_ENV = "XTC_LOCK_DIR"
 DEVICE_WAIT_S = 3600.0  # longest wait for a device another worker holds

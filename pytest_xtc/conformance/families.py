@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pytest_xtc.graphs import GraphBuilder, GraphDict
+from pytest_xtc.core.graphs import GraphBuilder, GraphDict
 
 Family = Callable[..., tuple[GraphDict, str]]
 

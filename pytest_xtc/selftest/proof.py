@@ -10,10 +10,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_xtc import faults
-from pytest_xtc.adapter import TargetAdapter, TargetSpec
-from pytest_xtc.cases import Case
-from pytest_xtc.runner import Settings, Status, run_case
+from pytest_xtc.core.adapter import TargetAdapter, TargetSpec
+from pytest_xtc.core.cases import Case
+from pytest_xtc.core.runner import Settings, Status, run_case
+from pytest_xtc.selftest import faults
 from pytest_xtc.targets.host import HostTarget
 
 # A small, varied slice of the catalog: sizes that are and are not multiples of the tiles,

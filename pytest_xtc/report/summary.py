@@ -7,7 +7,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
-from pytest_xtc.verdict import CONFORMANT, NOT_APPLICABLE, PROFILES
+from pytest_xtc.report.verdicts import CONFORMANT, NOT_APPLICABLE, PROFILES
 
 COUNTS = ("passed", "failed", "skipped", "not-supported", "waived", "missing")
 
@@ -29,7 +29,7 @@ def _count_cell(counts: Mapping[str, int], name: str) -> str:
 
 
 def render(report: Mapping[str, Any]) -> str:
-    from pytest_xtc.bundle import run_problems
+    from pytest_xtc.report.bundle import run_problems
 
     case_set = report["case_set"]
     lines = [

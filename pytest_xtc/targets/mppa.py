@@ -33,8 +33,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from pytest_xtc import xtc_env
-from pytest_xtc.adapter import (
+from pytest_xtc.core import xtc_env
+from pytest_xtc.core.adapter import (
     ONCE,
     Artifact,
     Capabilities,
@@ -46,7 +46,7 @@ from pytest_xtc.adapter import (
     Tier,
     Timing,
 )
-from pytest_xtc.cases import DEVICE, HOST, Case
+from pytest_xtc.core.cases import DEVICE, HOST, Case
 
 if TYPE_CHECKING:
     import numpy as np

@@ -35,8 +35,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_xtc import plot, summary
-from pytest_xtc.verdict import PROFILES, judge, waivers_from
+from pytest_xtc.report import chart as plot
+from pytest_xtc.report import summary
+from pytest_xtc.report.verdicts import PROFILES, judge, waivers_from
 
 SCHEMA = 1
 KIND = "xtc-conformance-bundle"

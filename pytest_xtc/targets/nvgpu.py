@@ -28,8 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from pytest_xtc import placement, xtc_env
-from pytest_xtc.adapter import (
+from pytest_xtc.core import placement, xtc_env
+from pytest_xtc.core.adapter import (
     ONCE,
     Artifact,
     Capabilities,
@@ -41,7 +41,7 @@ from pytest_xtc.adapter import (
     Tier,
     Timing,
 )
-from pytest_xtc.cases import DEVICE, HOST, Case
+from pytest_xtc.core.cases import DEVICE, HOST, Case
 
 ARCH_OPTION = "nvgpu-arch"
 DEFAULT_CUDA_DIR = Path("/usr/local/cuda")

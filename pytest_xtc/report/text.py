@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pytest_xtc.adapter import TargetAdapter
+from pytest_xtc.core.adapter import TargetAdapter
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:

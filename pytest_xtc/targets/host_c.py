@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pytest_xtc.core.adapter import Probe, Tier
 from pytest_xtc.targets.host import HostTarget
-
-from pytest_xtc.adapter import Probe, Tier
 
 
 class HostCTarget(HostTarget):

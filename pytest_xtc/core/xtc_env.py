@@ -20,9 +20,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from pytest_xtc import graphs
-from pytest_xtc.cases import DEVICE, Case
-from pytest_xtc.placement import SOURCE_IR
+from pytest_xtc.core import graphs
+from pytest_xtc.core.cases import DEVICE, Case
+from pytest_xtc.core.placement import SOURCE_IR
 
 XTC_DISTRIBUTIONS = (
     "xtc-tools",

@@ -13,13 +13,21 @@ from pathlib import Path
 
 import pytest
 
-from pytest_xtc import benchmarking, expectations, registry, reporting
-from pytest_xtc.adapter import ONCE, TargetAdapter, Timing
-from pytest_xtc.benchmarking import benchmark_wanted, feed_benchmark
-from pytest_xtc.cases import DEVICE, Case, CaseFileError, check_unique, load_case_paths, placements
-from pytest_xtc.perf import DEFAULT_TIMING
-from pytest_xtc.runner import Outcome, Settings, Status, run_case
-from pytest_xtc.terminal import OUTCOME_KEY, OutcomeCollector
+from pytest_xtc.core import expectations, registry
+from pytest_xtc.core.adapter import ONCE, TargetAdapter, Timing
+from pytest_xtc.core.cases import (
+    DEVICE,
+    Case,
+    CaseFileError,
+    check_unique,
+    load_case_paths,
+    placements,
+)
+from pytest_xtc.core.perf import DEFAULT_TIMING
+from pytest_xtc.core.runner import Outcome, Settings, Status, run_case
+from pytest_xtc.plugin import benchmarking, reporting
+from pytest_xtc.plugin.benchmarking import benchmark_wanted, feed_benchmark
+from pytest_xtc.plugin.terminal import OUTCOME_KEY, OutcomeCollector
 
 ENV_TARGETS = "XTC_TEST_TARGETS"
 _adapters_key = pytest.StashKey[list[TargetAdapter]]()
@@ -188,7 +196,7 @@ def adapter_settings(config: pytest.Config) -> dict[str, str | None]:
 def pytest_cmdline_main(config: pytest.Config) -> int | None:
     if not config.getoption("xtc_list_targets"):
         return None
-    from pytest_xtc.listing import format_targets
+    from pytest_xtc.report.text import format_targets
 
     adapters = registry.resolve("all", adapter_settings(config))
     print(format_targets(adapters))

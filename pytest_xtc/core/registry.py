@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib.metadata import EntryPoint, entry_points
 
-from pytest_xtc.adapter import BrokenAdapter, OptionSpec, TargetAdapter, TargetSpec, Tier
+from pytest_xtc.core.adapter import BrokenAdapter, OptionSpec, TargetAdapter, TargetSpec, Tier
 
 GROUP = "pytest_xtc.targets"
 DEFAULT_SELECTION = "host"

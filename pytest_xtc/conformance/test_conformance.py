@@ -2,9 +2,9 @@
 
 import pytest
 
-from pytest_xtc.adapter import TargetAdapter
+from pytest_xtc.core.adapter import TargetAdapter
+from pytest_xtc.core.runner import Outcome
 from pytest_xtc.plugin import conclude
-from pytest_xtc.runner import Outcome
 
 
 def test_conformance(

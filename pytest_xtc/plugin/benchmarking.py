@@ -14,8 +14,8 @@ from collections.abc import Callable
 
 import pytest
 
-from pytest_xtc.cases import Case
-from pytest_xtc.runner import Outcome
+from pytest_xtc.core.cases import Case
+from pytest_xtc.core.runner import Outcome
 
 
 def benchmark_wanted(config: pytest.Config) -> bool:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import numpy as np
 
-    from pytest_xtc.cases import Case
+    from pytest_xtc.core.cases import Case
 
 
 class Tier(str, enum.Enum):

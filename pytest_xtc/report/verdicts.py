@@ -19,8 +19,8 @@ from typing import Any
 
 import yaml
 
-from pytest_xtc import graphs
-from pytest_xtc.cases import DEVICE, Case
+from pytest_xtc.core import graphs
+from pytest_xtc.core.cases import DEVICE, Case
 
 CORE, DEVICE_MEMORY, EXTENDED = "core", "device-memory", "extended"
 PROFILES: dict[str, str] = {
