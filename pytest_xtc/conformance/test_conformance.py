@@ -3,7 +3,7 @@
 import pytest
 
 from pytest_xtc.core.adapter import TargetAdapter
-from pytest_xtc.core.runner import Outcome
+from pytest_xtc.core.outcome import Outcome
 from pytest_xtc.plugin import conclude
 
 

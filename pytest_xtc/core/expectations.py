@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-PHASES = ("compile", "placement", "run")
+from pytest_xtc.core.outcome import STAGES as PHASES
 
 
 class ExpectationFileError(ValueError):
@@ -33,12 +33,6 @@ class Expectation:
 
     def matches(self, case_id: str) -> bool:
         return fnmatch.fnmatchcase(case_id, self.pattern)
-
-
-def outcome_phase(phase: str) -> str:
-    """The expectation phase of a runner phase: compiling, the placement check, or
-    running and checking (a wrong result counts as ``run``)."""
-    return phase if phase in ("compile", "placement") else "run"
 
 
 @cache

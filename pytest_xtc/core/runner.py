@@ -8,7 +8,6 @@ case, with its cause, and the session goes on. Checking happens in the parent.
 from __future__ import annotations
 
 import contextlib
-import enum
 import os
 import re
 import tempfile
@@ -16,7 +15,7 @@ import time
 import traceback
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -26,38 +25,10 @@ import numpy as np
 from pytest_xtc.core import checking, graphs, isolation, perf, placement, reference
 from pytest_xtc.core.adapter import ONCE, InfrastructureError, TargetAdapter, Tier, Timing
 from pytest_xtc.core.cases import Case
+from pytest_xtc.core.outcome import Outcome, Phase, Status
 
 LOCK_DIR_ENV = "XTC_LOCK_DIR"
 DEVICE_WAIT_S = 3600.0  # longest wait for a device another worker holds
-
-
-class Status(str, enum.Enum):
-    PASSED = "passed"
-    FAILED = "failed"  # wrong results, or a compile or run failure: not conformant
-    ERROR = "error"  # the infrastructure failed (toolchain, device): not a verdict on results
-    SKIPPED = "skipped"  # this machine cannot run the target (probe says why)
-    NOT_SUPPORTED = "not-supported"  # the adapter declares the capability absent
-
-
-@dataclass
-class Outcome:
-    case: str
-    target: str
-    status: Status
-    phase: str  # probe, capabilities, compile, placement, check-artifact, run, check
-    message: str = ""
-    tier: str = ""
-    seed: int | None = None
-    worst_ratio: float | None = None
-    compile_s: float = 0.0
-    run_s: float = 0.0
-    times: list[float] = field(default_factory=list)
-    perf: dict[str, Any] | None = None  # a passed case's performance record (perf.py)
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["status"] = self.status.value
-        return data
 
 
 @dataclass
@@ -77,7 +48,7 @@ class Settings:
 class _Work:
     """What the target's side of a case sends back to the checking side."""
 
-    phase: str = "compile"
+    phase: Phase = Phase.COMPILE
     failure: str = ""
     infrastructure: bool = False
     compile_s: float = 0.0
@@ -97,7 +68,9 @@ def _failure(exc: BaseException) -> str:
 
 def _is_infrastructure(exc: BaseException, phase: str) -> bool:
     """A toolchain that is missing a file or cannot start, or an adapter's own say-so."""
-    return isinstance(exc, InfrastructureError) or (phase == "compile" and isinstance(exc, OSError))
+    return isinstance(exc, InfrastructureError) or (
+        phase == Phase.COMPILE and isinstance(exc, OSError)
+    )
 
 
 def device_lock(key: str | None) -> AbstractContextManager[Any]:
@@ -131,7 +104,7 @@ def run_case(
     what a target does wrong: that is the outcome."""
     settings = settings or Settings()
     probe = adapter.status()
-    outcome = Outcome(case.id, adapter.name, Status.SKIPPED, "probe", tier=probe.tier.value)
+    outcome = Outcome(case.id, adapter.name, Status.SKIPPED, Phase.PROBE, tier=probe.tier.value)
     if probe.tier is Tier.UNAVAILABLE:
         outcome.message = f"{adapter.name}: {probe.reason}"
         return outcome
@@ -139,10 +112,10 @@ def run_case(
         missing = adapter.capabilities().missing(case)
     except Exception as exc:
         return _end(
-            outcome, Status.FAILED, "capabilities", f"capabilities() raised {_failure(exc)}"
+            outcome, Status.FAILED, Phase.CAPABILITIES, f"capabilities() raised {_failure(exc)}"
         )
     if missing:
-        return _end(outcome, Status.NOT_SUPPORTED, "capabilities", f"{adapter.name}: {missing}")
+        return _end(outcome, Status.NOT_SUPPORTED, Phase.CAPABILITIES, f"{adapter.name}: {missing}")
 
     execute = probe.tier is Tier.EXECUTE
     inputs: list[np.ndarray] = []
@@ -153,13 +126,15 @@ def run_case(
         outputs = [np.full(o.shape, np.nan, o.dtype) for o in graphs.outputs(case.graph)]
     request = _Request(case, workdir, inputs, outputs, execute, settings)
     compile_limit, run_limit = adapter.time_limits()
-    limits = {"compile": compile_limit, "run": run_limit, "wait-device": DEVICE_WAIT_S}
+    limits = {Phase.COMPILE: compile_limit, Phase.RUN: run_limit, Phase.WAIT_DEVICE: DEVICE_WAIT_S}
     limits.update(settings.limits)
     if settings.isolate and isolation.available():
         try:
-            done: _Work = _worker(adapter, workdir).call(request, limits, "compile")
+            done: _Work = _worker(adapter, workdir).call(request, limits, Phase.COMPILE)
         except isolation.ChildFailure as exc:
-            status = Status.ERROR if exc.phase in ("compile", "wait-device") else Status.FAILED
+            status = (
+                Status.ERROR if exc.phase in (Phase.COMPILE, Phase.WAIT_DEVICE) else Status.FAILED
+            )
             return _end(outcome, status, exc.phase, str(exc))
     else:
         done = _target_work(adapter, request, lambda phase: None)
@@ -208,23 +183,23 @@ def _target_work(adapter: TargetAdapter, request: _Request, report: Callable[[st
     case, workdir, inputs, outputs = request.case, request.workdir, request.inputs, request.outputs
     execute, settings = request.execute, request.settings
     done = _Work()
-    phase = "compile"
+    phase = Phase.COMPILE
     try:
         start = time.perf_counter()
         artifact = adapter.compile(case, workdir)
         done.compile_s = time.perf_counter() - start
         if case.placement is not None:
-            phase = "placement"
+            phase = Phase.PLACEMENT
             placement.check(case, artifact.directory)
         if not execute:
-            phase = "check-artifact"
+            phase = Phase.CHECK_ARTIFACT
             adapter.check_artifact(case, artifact)
             done.phase = phase
             return done
-        phase = "wait-device"
+        phase = Phase.WAIT_DEVICE
         report(phase)
         with device_lock(adapter.lock_key()):
-            phase = "run"
+            phase = Phase.RUN
             report(phase)
             first = [a.copy() for a in inputs]
             start = time.perf_counter()
@@ -235,7 +210,7 @@ def _target_work(adapter: TargetAdapter, request: _Request, report: Callable[[st
                 adapter.run(artifact, [a.copy() for a in inputs], again, ONCE)
                 done.second = again
         done.phase, done.times, done.inputs, done.outputs = (
-            "check",
+            Phase.CHECK,
             result.times,
             first,
             outputs,
@@ -259,11 +234,14 @@ def _check(outcome: Outcome, case: Case, pristine: list[np.ndarray], done: _Work
         problems += checking.unstable_outputs(out_names, done.outputs, done.second)
     if problems:
         return _end(
-            outcome, Status.FAILED, "check", f"wrong results (seed {seed}): " + "; ".join(problems)
+            outcome,
+            Status.FAILED,
+            Phase.CHECK,
+            f"wrong results (seed {seed}): " + "; ".join(problems),
         )
-    return _end(outcome, Status.PASSED, "check", "")
+    return _end(outcome, Status.PASSED, Phase.CHECK, "")
 
 
 def _end(outcome: Outcome, status: Status, phase: str, message: str) -> Outcome:
-    outcome.status, outcome.phase, outcome.message = status, phase, message
+    outcome.status, outcome.phase, outcome.message = status, Phase(phase), message
     return outcome

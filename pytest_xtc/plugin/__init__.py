@@ -23,8 +23,9 @@ from pytest_xtc.core.cases import (
     load_case_paths,
     placements,
 )
+from pytest_xtc.core.outcome import Outcome, Phase, Status
 from pytest_xtc.core.perf import DEFAULT_TIMING
-from pytest_xtc.core.runner import Outcome, Settings, Status, run_case
+from pytest_xtc.core.runner import Settings, run_case
 from pytest_xtc.plugin import benchmarking, reporting
 from pytest_xtc.plugin.benchmarking import benchmark_wanted, feed_benchmark
 from pytest_xtc.plugin.terminal import OUTCOME_KEY, OutcomeCollector
@@ -371,7 +372,7 @@ def conclude(request: pytest.FixtureRequest, adapter: TargetAdapter, outcome: Ou
     if (
         outcome.status is Status.FAILED
         and expected is not None
-        and expected.phase == expectations.outcome_phase(outcome.phase)
+        and expected.phase == Phase(outcome.phase).stage
     ):
         pytest.xfail(f"expected {expected.phase} failure: {expected.reason} ({expected.url})")
     if outcome.status is Status.NOT_SUPPORTED:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 import pytest
 
 from pytest_xtc.core.cases import Case
-from pytest_xtc.core.runner import Outcome
+from pytest_xtc.core.outcome import Outcome
 
 
 def benchmark_wanted(config: pytest.Config) -> bool:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from pytest_xtc.core import expectations
-from pytest_xtc.core.runner import Status
+from pytest_xtc.core.outcome import Phase, Status
 from pytest_xtc.report.text import table
 
 OUTCOME_KEY = "xtc_outcome"
@@ -175,7 +175,7 @@ def write_updates(folder: Path, files: dict[str, Path], results: list[Result]) -
         new = [
             expectations.Expectation(
                 r.case,
-                expectations.outcome_phase(r.phase),
+                Phase(r.phase).stage,
                 r.message.splitlines()[0][:200],
                 "TODO: issue URL",
             )

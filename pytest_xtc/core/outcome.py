@@ -1,0 +1,74 @@
+"""The vocabulary every layer shares: what happened to a case (:class:`Status`), where
+(:class:`Phase`), and the :class:`Outcome` record the runner gives. No pytest."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+class Word(str, enum.Enum):
+    """An enum whose members read, print and serialize as their values."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
+
+
+class Status(Word):
+    """What a target did with a case."""
+
+    PASSED = "passed"
+    FAILED = "failed"  # wrong results, or a compile or run failure: not conformant
+    ERROR = "error"  # the infrastructure failed (toolchain, device): not a verdict on results
+    SKIPPED = "skipped"  # this machine cannot run the target (probe says why)
+    NOT_SUPPORTED = "not-supported"  # the adapter declares the capability absent
+
+
+class Phase(Word):
+    """Where a case was when it ended, in the order a case goes through them."""
+
+    PROBE = "probe"
+    CAPABILITIES = "capabilities"
+    COMPILE = "compile"
+    PLACEMENT = "placement"
+    CHECK_ARTIFACT = "check-artifact"
+    WAIT_DEVICE = "wait-device"
+    RUN = "run"
+    CHECK = "check"
+
+    @property
+    def stage(self) -> str:
+        """The stage an expected failure names: ``compile``, ``placement`` or ``run``
+        (running and checking: a wrong result counts as ``run``)."""
+        if self in (Phase.COMPILE, Phase.PLACEMENT):
+            return self.value
+        return "run"
+
+
+STAGES = ("compile", "placement", "run")
+
+
+@dataclass
+class Outcome:
+    case: str
+    target: str
+    status: Status
+    phase: Phase
+    message: str = ""
+    tier: str = ""
+    seed: int | None = None
+    worst_ratio: float | None = None
+    compile_s: float = 0.0
+    run_s: float = 0.0
+    times: list[float] = field(default_factory=list)
+    perf: dict[str, Any] | None = None  # a passed case's performance record (perf.py)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["status"] = self.status.value
+        data["phase"] = self.phase.value
+        return data
