@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from pytest_xtc.core import registry
-from pytest_xtc.report import bundle
-from pytest_xtc.report.verdicts import CONFORMANT, NOT_APPLICABLE, PROFILES
+from pytest_xtc.report import bundle, merge, verify
+from pytest_xtc.report.profiles import PROFILES
+from pytest_xtc.report.verdicts import CONFORMANT, NOT_APPLICABLE, Scope, run_problems
 
 PROG = "xtc-conformance"
 
@@ -92,12 +93,13 @@ def cmd_run(args: argparse.Namespace, extra: Sequence[str]) -> int:
 
 def claims_hold(report: dict[str, Any], profiles: Sequence[str], partial_ok: bool) -> bool:
     """Every target conformant to every claimed profile (a shard: nothing but its being
-    partial stands against it)."""
-    for entry in report["targets"].values():
+    one shard of a run stands against it)."""
+    for name, entry in report["targets"].items():
+        shard_only = partial_ok and entry.get("scope") == Scope.SHARD.value
+        excused = set(run_problems(report, name)) if shard_only else set()
         for profile in profiles:
             verdict = entry["verdicts"][profile]
-            reasons = [r for r in verdict["reasons"]
-                       if not (partial_ok and r.startswith("partial bundle"))]
+            reasons = [r for r in verdict["reasons"] if r not in excused]
             if verdict["verdict"] == NOT_APPLICABLE or reasons:
                 return False
     return True
@@ -114,7 +116,7 @@ def format_verdicts(report: dict[str, Any]) -> str:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    problems = bundle.verify(args.bundle)
+    problems = verify.verify(args.bundle)
     for problem in problems:
         print(f"{args.bundle}: {problem}", file=sys.stderr)
     if problems:
@@ -128,7 +130,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def cmd_merge(args: argparse.Namespace) -> int:
     try:
-        report = bundle.merge(args.out, args.bundles)
+        report = merge.merge(args.out, args.bundles)
     except bundle.BundleError as exc:
         raise CliError(f"merge: {exc}") from None
     print(f"{args.out}: merged {len(args.bundles)} bundles, {report['case_set']['count']} "

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from pytest_xtc import cli
-from pytest_xtc.report import bundle
+from pytest_xtc.report import bundle, caseset, verify
 from pytest_xtc.report.verdicts import CONFORMANT, NOT_CONFORMANT
 from tests.test_report import CASES, make_bundle, verdicts
 
@@ -20,7 +20,7 @@ def shards(root: Path, **kwargs: Any) -> tuple[Path, Path]:
     """The synthetic cases split in two shard bundles, every case passed."""
     paths = []
     for index in (1, 2):
-        mine = [(c, "passed") for c in CASES if bundle.shard_of(f"t-{c}", 2) == index]
+        mine = [(c, "passed") for c in CASES if caseset.shard_of(f"t-{c}", 2) == index]
         path = root / f"s{index}"
         make_bundle(path, mine, shards={"count": 2, "indices": [index]}, **kwargs)
         paths.append(path)
@@ -66,7 +66,7 @@ def test_shards_alone_are_partial_and_merged_are_conformant(tmp_path: Path) -> N
         "for a verdict"
     ]
     assert cli.main(["merge", str(tmp_path / "m"), str(s1), str(s2)]) == 0
-    assert bundle.verify(tmp_path / "m") == []
+    assert verify.verify(tmp_path / "m") == []
     merged = json.loads((tmp_path / "m" / bundle.REPORT).read_text())
     assert verdicts(merged)["core"] == CONFORMANT and verdicts(merged)["extended"] == CONFORMANT
     assert merged["targets"]["t"]["shards"] is None and len(merged["runs"]) == 2
@@ -175,7 +175,7 @@ def test_run_refuses_filters_and_builds_a_certification_command(
     assert "t core: not conformant" in capsys.readouterr().out
 
     def fake_shard(argv: list[str]) -> int:  # one shard, all passed: partial, yet fine
-        mine = [(c, "passed") for c in CASES if bundle.shard_of(f"t-{c}", 2) == 1]
+        mine = [(c, "passed") for c in CASES if caseset.shard_of(f"t-{c}", 2) == 1]
         make_bundle(tmp_path / "r", mine, shards={"count": 2, "indices": [1]})
         return 0
 

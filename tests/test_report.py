@@ -13,19 +13,12 @@ import pytest
 from pytest_xtc import SUITE_VERSION, cli
 from pytest_xtc.conformance import builtin_cases
 from pytest_xtc.core.cases import DEVICE, HOST
-from pytest_xtc.report import bundle
+from pytest_xtc.report import bundle, caseset, verify
 from pytest_xtc.report import chart as plot
-from pytest_xtc.report.verdicts import (
-    CONFORMANT,
-    NOT_APPLICABLE,
-    NOT_CONFORMANT,
-    Waiver,
-    WaiverFileError,
-    judge,
-    load_waivers,
-    profile_of,
-    waivers_from,
-)
+from pytest_xtc.report.profiles import profile_of
+from pytest_xtc.report.records import clean
+from pytest_xtc.report.verdicts import CONFORMANT, NOT_APPLICABLE, NOT_CONFORMANT, assemble, judge
+from pytest_xtc.report.waivers import Waiver, WaiverFileError, load_waivers, waivers_from
 
 FEW = "relu-float32-5x7 or matmul-float32-13x11x7-tile"
 CASES = {"a": "core", "b": "core", "c": "core", "x": "extended"}
@@ -46,7 +39,7 @@ def make_bundle(
     entry = {
         "tier": "available", "reason": "", "versions": {"tool": "1"}, "device": "",
         "placements": [HOST], "runs": [0], "shards": shards,
-        "case_set": bundle.target_case_set([(c, p, c.upper()) for c, p in cases.items()]),
+        "case_set": caseset.target_case_set([(c, p, c.upper()) for c, p in cases.items()]),
     }
     report = {
         "schema": bundle.SCHEMA, "kind": bundle.KIND,
@@ -57,7 +50,7 @@ def make_bundle(
     records = [{"target": target, "case": c, "status": s, "phase": "check", "message": s}
                for c, s in results]
     bundle.prepare(path)
-    bundle.finish(path, bundle.assemble(report, records), records)
+    bundle.finish(path, assemble(report, records), records)
     return report
 
 
@@ -158,12 +151,12 @@ def test_synthetic_bundle_verifies_and_any_changed_byte_is_caught(tmp_path: Path
     report = make_bundle(tmp_path / "b", [(c, "passed") for c in CASES])
     assert verdicts(report) == {"core": CONFORMANT, "device-memory": NOT_APPLICABLE,
                                 "extended": CONFORMANT}
-    assert bundle.verify(tmp_path / "b") == []
+    assert verify.verify(tmp_path / "b") == []
     path = tmp_path / "b" / bundle.RESULTS
     data = bytearray(path.read_bytes())
     data[10] ^= 0x01
     path.write_bytes(bytes(data))
-    problems = bundle.verify(tmp_path / "b")
+    problems = verify.verify(tmp_path / "b")
     assert problems[0] == "results.jsonl: checksum mismatch (changed after the run was written)"
 
 
@@ -173,16 +166,16 @@ def test_a_report_that_disagrees_with_its_results_is_caught(tmp_path: Path) -> N
     report = json.loads((where / bundle.REPORT).read_text())
     report["targets"]["t"]["verdicts"]["core"] = {"verdict": CONFORMANT, "reasons": []}
     bundle.finish(where, report)  # consistent checksums, inconsistent content
-    problems = bundle.verify(where)
+    problems = verify.verify(where)
     assert "t: verdicts in report.json differ from those recomputed from results.jsonl" in problems
 
 
 def test_a_complete_run_missing_results_does_not_verify(tmp_path: Path) -> None:
     make_bundle(tmp_path / "b", [("a", "passed")])
     assert "t: 3 required cases have no result although the run was neither filtered nor " \
-        "interrupted" in bundle.verify(tmp_path / "b")
+        "interrupted" in verify.verify(tmp_path / "b")
     make_bundle(tmp_path / "f", [("a", "passed")], filters=["-k a"])
-    assert bundle.verify(tmp_path / "f") == []
+    assert verify.verify(tmp_path / "f") == []
 
 
 @pytest.mark.parametrize(
@@ -208,7 +201,7 @@ def test_missing_truncated_or_foreign_bundles(tmp_path: Path, damage: str, messa
         (where / "notes.txt").write_text("hello")
     else:
         where = tmp_path / "absent"
-    problems = bundle.verify(where)
+    problems = verify.verify(where)
     assert len(problems) == 1 and message in problems[0], problems
 
 
@@ -219,11 +212,11 @@ def test_destination_must_be_empty_new_or_a_bundle(tmp_path: Path) -> None:
         bundle.check_destination(tmp_path / "other")
     make_bundle(tmp_path / "b", [("a", "failed")])
     make_bundle(tmp_path / "b", [(c, "passed") for c in CASES])  # replaced
-    assert bundle.verify(tmp_path / "b") == []
+    assert verify.verify(tmp_path / "b") == []
 
 
 def test_non_finite_figures_stay_json(tmp_path: Path) -> None:
-    record = bundle.clean({"worst_ratio": float("inf"), "times": (1.0, float("nan"))})
+    record = clean({"worst_ratio": float("inf"), "times": (1.0, float("nan"))})
     assert record == {"worst_ratio": "inf", "times": [1.0, "nan"]}
 
 
@@ -306,12 +299,12 @@ def test_two_shards_merge_like_one_run(pytester: pytest.Pytester, run: Any) -> N
     assert sum(shard_counts) == total and all(shard_counts)
     root = pytester.path
     for shard in ("s1", "s2"):
-        assert bundle.verify(root / shard) == []
+        assert verify.verify(root / shard) == []
         report = json.loads((root / shard / bundle.REPORT).read_text())
         assert any("partial bundle: shard" in r
                    for r in report["targets"]["host"]["verdicts"]["core"]["reasons"])
     assert cli.main(["merge", str(root / "merged"), str(root / "s1"), str(root / "s2")]) == 0
-    assert bundle.verify(root / "merged") == []
+    assert verify.verify(root / "merged") == []
     merged = json.loads((root / "merged" / bundle.REPORT).read_text())
     single = json.loads((root / "one" / bundle.REPORT).read_text())
     assert merged["case_set"] == single["case_set"]

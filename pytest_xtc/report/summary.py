@@ -7,7 +7,8 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
-from pytest_xtc.report.verdicts import CONFORMANT, NOT_APPLICABLE, PROFILES
+from pytest_xtc.report.profiles import PROFILES
+from pytest_xtc.report.verdicts import CONFORMANT, NOT_APPLICABLE, run_problems
 
 COUNTS = ("passed", "failed", "skipped", "not-supported", "waived", "missing")
 
@@ -29,14 +30,14 @@ def _count_cell(counts: Mapping[str, int], name: str) -> str:
 
 
 def render(report: Mapping[str, Any]) -> str:
-    from pytest_xtc.report.bundle import run_problems
-
     case_set = report["case_set"]
     lines = [
-        "# XTC conformance report", "",
+        "# XTC conformance report",
+        "",
         f"Suite {report['suite']['name']} {report['suite']['version']}, case set "
         f"`{case_set['sha256'][:16]}` ({case_set['count']} cases), "
-        f"{sum(report['totals'].get(s, 0) for s in COUNTS if s != 'missing')} results.", "",
+        f"{sum(report['totals'].get(s, 0) for s in COUNTS if s != 'missing')} results.",
+        "",
     ]
     header = ["target", "tier", "device", *COUNTS, *PROFILES]
     lines += [_row(header), _row(["---"] * len(header))]
@@ -111,17 +112,26 @@ def perf_table(report: Mapping[str, Any]) -> list[str]:
             if "repeat" in p:
                 methods.add((p.get("repeat"), p.get("number"), p.get("min_repeat_ms")))
         fractions = [_number(p.get("peak_fraction")) for p in perfs]
-        cells = [target, op, len(perfs),
-                 _median_cell([_number(p.get("gflops")) for p in perfs], "{:.2f}"),
-                 _ratio_cell(ratios),
-                 _median_cell([f * 100 if f is not None else None for f in fractions], "{:.1f}%")]
+        cells = [
+            target,
+            op,
+            len(perfs),
+            _median_cell([_number(p.get("gflops")) for p in perfs], "{:.2f}"),
+            _ratio_cell(ratios),
+            _median_cell([f * 100 if f is not None else None for f in fractions], "{:.1f}%"),
+        ]
         lines.append(_row(cells))
-    how = "; ".join(f"repeat {r}, number {n}, min_repeat_ms {m}" for r, n, m in sorted(
-        methods, key=str))
-    lines += ["", "Kernel times through XTC's evaluator" + (f" ({how})" if how else "")
-              + "; numpy evaluates the same graph on the host in the case's dtype (its BLAS "
-              "on one thread where threadpoolctl is present), timed the same way (time vs "
-              "numpy below 1x: the kernel is faster). GFLOP/s count "
-              "2MNK per matmul and 2·N·OH·OW·F·R·S·C per conv2d. Performance never decides "
-              "conformance."]
+    how = "; ".join(
+        f"repeat {r}, number {n}, min_repeat_ms {m}" for r, n, m in sorted(methods, key=str)
+    )
+    lines += [
+        "",
+        "Kernel times through XTC's evaluator"
+        + (f" ({how})" if how else "")
+        + "; numpy evaluates the same graph on the host in the case's dtype (its BLAS "
+        "on one thread where threadpoolctl is present), timed the same way (time vs "
+        "numpy below 1x: the kernel is faster). GFLOP/s count "
+        "2MNK per matmul and 2·N·OH·OW·F·R·S·C per conv2d. Performance never decides "
+        "conformance.",
+    ]
     return lines

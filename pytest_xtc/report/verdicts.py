@@ -1,108 +1,49 @@
-"""Profiles, waivers and verdicts: is a target conformant? No pytest.
+"""Verdicts: is a target conformant to a profile? No pytest.
 
 A target is conformant to a profile when every required case of the profile has exactly
 one result, and each is passed, not-supported (the adapter declares the capability absent)
 or failed but waived by the suite's own waiver file. A skip (the target cannot run here)
 is not a pass; neither is an expected failure from a target's expectation file. A
-filtered, interrupted or partial (one shard) run is never conformant.
+filtered, interrupted or partial (one shard) run is never conformant: its ``scope`` says so.
 """
 
 from __future__ import annotations
 
-import fnmatch
-import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
-
-from pytest_xtc.core import graphs
-from pytest_xtc.core.cases import DEVICE, Case
-
-CORE, DEVICE_MEMORY, EXTENDED = "core", "device-memory", "extended"
-PROFILES: dict[str, str] = {
-    CORE: "float32, host operands, every op, small and medium shapes",
-    DEVICE_MEMORY: "operands in device memory (targets declaring device placement)",
-    EXTENDED: "float64, multi-op graphs (matmul+relu, conv2d+relu, mlp), large shapes",
-}
-CONFORMANT, NOT_CONFORMANT, NOT_APPLICABLE = "conformant", "not conformant", "not applicable"
-#: A case whose operands hold more elements than this, all together, is "large".
-LARGE_ELEMENTS = 1 << 16
-#: Ops that only frame another op (conv2d pads its input) do not make a graph multi-op.
-FRAMING_OPS = frozenset({"pad", "pad2d", "unpad"})
-STATUSES = ("passed", "failed", "skipped", "not-supported")
+from pytest_xtc.core.outcome import Status, Word
+from pytest_xtc.report.caseset import case_set_hash, required
+from pytest_xtc.report.profiles import PROFILES
+from pytest_xtc.report.records import clean, record_key
+from pytest_xtc.report.waivers import Waiver, waivers_from
 
 
-def elements(case: Case) -> int:
-    operands = [*graphs.inputs(case.graph), *graphs.outputs(case.graph)]
-    return sum(math.prod(o.shape) for o in operands)
+class Verdict(Word):
+    CONFORMANT = "conformant"
+    NOT_CONFORMANT = "not conformant"
+    NOT_APPLICABLE = "not applicable"
 
 
-def profile_of(case: Case) -> str:
-    """The one profile a case belongs to: device memory first, then extended, else core."""
-    if case.placement and DEVICE in case.placement.values():
-        return DEVICE_MEMORY
-    multi_op = len(set(case.ops) - FRAMING_OPS) > 1
-    if case.dtype != "float32" or multi_op or elements(case) > LARGE_ELEMENTS:
-        return EXTENDED
-    return CORE
+class Scope(Word):
+    """How much of a target's case set the runs behind a bundle meant to cover."""
+
+    FULL = "full"
+    SHARD = "shard"  # some shards of a sharded run: merge the others for a verdict
+    FILTERED = "filtered"  # -k, -m, node ids, --xtc-cases...: never conformant
+    INTERRUPTED = "interrupted"  # Ctrl-C, -x, a crash of the session: never conformant
 
 
-class WaiverFileError(ValueError):
-    """A malformed waiver file; the message names the file and the entry."""
-
-
-@dataclass(frozen=True)
-class Waiver:
-    """A failure the suite accepts: ``pattern`` (fnmatch) over ``<target>-<case id>`` or
-    over the case id alone, why, and the issue that tracks it."""
-
-    pattern: str
-    reason: str
-    url: str
-
-    def matches(self, target: str, case_id: str) -> bool:
-        return fnmatch.fnmatchcase(f"{target}-{case_id}", self.pattern) or fnmatch.fnmatchcase(
-            case_id, self.pattern
-        )
-
-    def to_dict(self) -> dict[str, str]:
-        return asdict(self)
-
-
-def waivers_from(data: Any, where: str) -> list[Waiver]:
-    """Waivers from parsed YAML/JSON data: a list of {pattern, reason, url}."""
-    if data is None:
-        return []
-    if not isinstance(data, list):
-        raise WaiverFileError(f"{where}: expected a list of waivers")
-    found = []
-    for i, entry in enumerate(data, 1):
-        if not isinstance(entry, dict) or {"pattern", "reason", "url"} - set(entry):
-            raise WaiverFileError(f"{where}: waiver {i} needs pattern, reason and url")
-        if not str(entry["url"]).startswith(("http://", "https://")):
-            raise WaiverFileError(f"{where}: waiver {i}: url must be an issue URL")
-        found.append(Waiver(str(entry["pattern"]), str(entry["reason"]), str(entry["url"])))
-    return found
-
-
-def waivers_file() -> Path:
-    """The suite's own waiver file, beside the case catalog."""
-    from pytest_xtc.conformance import CATALOG
-
-    return CATALOG.with_name("waivers.yaml")
-
-
-def load_waivers(path: Path | None = None) -> list[Waiver]:
-    path = path or waivers_file()
-    try:
-        data = yaml.safe_load(path.read_text()) if path.is_file() else None
-    except (OSError, yaml.YAMLError) as exc:
-        raise WaiverFileError(f"{path}: {exc}") from exc
-    return waivers_from(data, str(path))
+CONFORMANT, NOT_CONFORMANT, NOT_APPLICABLE = (
+    Verdict.CONFORMANT.value,
+    Verdict.NOT_CONFORMANT.value,
+    Verdict.NOT_APPLICABLE.value,
+)
+STATUSES = tuple(
+    s.value for s in (Status.PASSED, Status.FAILED, Status.SKIPPED, Status.NOT_SUPPORTED)
+)
 
 
 @dataclass
@@ -123,8 +64,10 @@ def _examples(ids: Sequence[str], n: int = 3) -> str:
 
 
 def _profile_verdict(
-    required: Sequence[str], by_case: Mapping[str, list[Mapping[str, Any]]],
-    waived: Mapping[str, str], run_problems: Sequence[str],
+    required: Sequence[str],
+    by_case: Mapping[str, list[Mapping[str, Any]]],
+    waived: Mapping[str, str],
+    run_problems: Sequence[str],
 ) -> dict[str, Any]:
     if not required:
         return {"verdict": NOT_APPLICABLE, "required": 0, "reasons": ["no required case"]}
@@ -138,18 +81,23 @@ def _profile_verdict(
     if missing:
         reasons.append(f"{len(missing)} required cases have no result: {_examples(missing)}")
     if duplicated:
-        reasons.append(f"{len(duplicated)} cases have more than one result: "
-                       f"{_examples(duplicated)}")
+        reasons.append(
+            f"{len(duplicated)} cases have more than one result: {_examples(duplicated)}"
+        )
     if skipped:
         why = Counter(single[c].get("message", "") for c in skipped).most_common(1)[0][0]
-        reasons.append(f"{len(skipped)} required cases skipped (a skip is not a pass), "
-                       f"e.g. {skipped[0]}: {why}")
+        reasons.append(
+            f"{len(skipped)} required cases skipped (a skip is not a pass), "
+            f"e.g. {skipped[0]}: {why}"
+        )
     if failed:
         xfailed = sum(single[c].get("pytest_outcome") == "xfailed" for c in failed)
         note = f" ({xfailed} listed as expected failures, which do not count)" if xfailed else ""
         first = single[failed[0]]
-        reasons.append(f"{len(failed)} cases failed{note}, e.g. {failed[0]} "
-                       f"[{first.get('phase')}]: {str(first.get('message', ''))[:200]}")
+        reasons.append(
+            f"{len(failed)} cases failed{note}, e.g. {failed[0]} "
+            f"[{first.get('phase')}]: {str(first.get('message', ''))[:200]}"
+        )
     if odd:
         reasons.append(f"{len(odd)} results have an unknown status: {_examples(odd)}")
     verdict = NOT_CONFORMANT if reasons else CONFORMANT
@@ -190,3 +138,69 @@ def judge(
         for profile in PROFILES
     }
     return Judgement(counts, verdicts, waived)
+
+
+def scope(report: Mapping[str, Any], target: str) -> Scope:
+    """The scope of the runs behind ``target``: interrupted or filtered first, then shard."""
+    entry = report["targets"][target]
+    runs = [report["runs"][i] for i in entry["runs"]]
+    if any(r.get("interrupted") for r in runs):
+        return Scope.INTERRUPTED
+    if any(r.get("filters") for r in runs):
+        return Scope.FILTERED
+    return Scope.SHARD if entry.get("shards") else Scope.FULL
+
+
+def run_problems(report: Mapping[str, Any], target: str) -> list[str]:
+    """Why the runs behind ``target`` cannot certify it, whatever the results."""
+    entry = report["targets"][target]
+    problems = []
+    for index in entry["runs"]:
+        run = report["runs"][index]
+        if run.get("filters"):
+            problems.append(
+                "filtered run (" + "; ".join(run["filters"]) + "): "
+                "a filtered run cannot be conformant"
+            )
+        if run.get("interrupted"):
+            problems.append(f"run interrupted ({run['interrupted']})")
+    shards = entry.get("shards")
+    if shards:
+        have = ", ".join(map(str, shards["indices"]))
+        problems.append(
+            f"partial bundle: shard {have} of {shards['count']} only; "
+            "merge every shard (xtc-conformance merge) for a verdict"
+        )
+    return problems
+
+
+def _order(entry: Mapping[str, Any]) -> dict[str, int]:
+    return {c["id"]: i for i, c in enumerate(entry["case_set"]["cases"])}
+
+
+def assemble(report: dict[str, Any], records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """Fill ``report`` (targets' results, counts, verdicts; totals; case set hash) from
+    the records; a record of a target the report does not know is left out."""
+    waivers = waivers_from(report.get("waivers"), "report.json waivers")
+    mine: dict[str, list[Mapping[str, Any]]] = {t: [] for t in report["targets"]}
+    for record in records:
+        mine.setdefault(str(record.get("target")), []).append(record)
+    totals: Counter[str] = Counter()
+    for target, entry in report["targets"].items():
+        order = _order(entry)
+        results = sorted(
+            mine[target], key=lambda r: (order.get(r["case"], len(order)), record_key(r))
+        )
+        judgement = judge(
+            target, required(target, entry), results, waivers, run_problems(report, target)
+        )
+        entry.update(
+            judgement.to_dict(),
+            results=[clean(r) for r in results],
+            scope=scope(report, target).value,
+        )
+        totals.update(judgement.counts)
+    report["totals"] = dict(totals)
+    report["case_set"] = case_set_hash(report["targets"])
+    report["profiles"] = dict(PROFILES)
+    return report

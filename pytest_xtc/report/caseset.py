@@ -1,0 +1,53 @@
+"""Case-set identity: which cases a bundle must hold, hashed, and how shards split them."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+
+def ids_hash(ids: Iterable[str]) -> str:
+    return hashlib.sha256("\n".join(sorted(ids)).encode()).hexdigest()
+
+
+def case_set_hash(targets: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    keys = [f"{t}\t{c['id']}" for t, e in targets.items() for c in e["case_set"]["cases"]]
+    return {"sha256": ids_hash(keys), "count": len(keys)}
+
+
+def target_case_set(cases: Sequence[tuple[str, str, str]]) -> dict[str, Any]:
+    """A target's case set from (case id, profile, op) triples, in suite order."""
+    ids = [c[0] for c in cases]
+    return {
+        "sha256": ids_hash(ids),
+        "count": len(ids),
+        "cases": [{"id": i, "profile": p, "op": op} for i, p, op in cases],
+    }
+
+
+def shard_of(key: str, count: int) -> int:
+    """The shard (1..count) of a case key ``<target>-<case id>``: stable everywhere."""
+    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big") % count + 1
+
+
+def required(target: str, entry: Mapping[str, Any]) -> dict[str, str]:
+    """Case id -> profile of the cases this bundle must hold for ``target``."""
+    shards = entry.get("shards")
+    return {
+        c["id"]: c["profile"]
+        for c in entry["case_set"]["cases"]
+        if not shards or shard_of(f"{target}-{c['id']}", shards["count"]) in shards["indices"]
+    }
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``I/N`` as (I, N); raises ValueError unless 1 <= I <= N."""
+    index, _, count = text.partition("/")
+    try:
+        i, n = int(index), int(count)
+    except ValueError:
+        i = n = 0
+    if not 1 <= i <= n:
+        raise ValueError(f"--xtc-shard={text}: expected I/N with 1 <= I <= N, e.g. 1/2")
+    return i, n
