@@ -237,7 +237,7 @@ def test_tox_itself_lists_and_expands_the_envs(tmp_path: Path) -> None:
     assert sorted(commands) == envs, config.stdout
     for env in TARGET_JOBS:
         target = "nvgpu" if env.startswith("nvgpu") else env
-        assert commands[env].startswith("pytest conformance"), commands[env]
+        assert commands[env].startswith("pytest pytest_xtc/conformance"), commands[env]
         assert f"--xtc-target={target}" in commands[env], commands[env]
     assert "XTC_NVGPU_ARCH=sm_90" in config.stdout
 

