@@ -11,6 +11,7 @@ import pytest
 from pytest_xtc.conformance import builtin_cases
 from pytest_xtc.conformance.families import FAMILIES
 from pytest_xtc.core import cases, checking, graphs, reference, registry
+from pytest_xtc.ops import conv2d
 
 
 def naive_conv2d(x: np.ndarray, w: np.ndarray, stride: tuple[int, int]) -> np.ndarray:
@@ -29,7 +30,7 @@ def test_reference_conv2d_matches_loops(stride) -> None:
     rng = np.random.default_rng(0)
     x, w = rng.standard_normal((2, 9, 8, 3)), rng.standard_normal((3, 2, 3, 4))
     np.testing.assert_allclose(
-        reference.conv2d(x, w, stride), naive_conv2d(x, w, stride), rtol=1e-12
+        conv2d.OP.forward([x, w], {"stride": stride}), naive_conv2d(x, w, stride), rtol=1e-12
     )
 
 

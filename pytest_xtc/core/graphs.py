@@ -8,99 +8,11 @@ messages can say ``A`` instead of ``%0``; XTC's own dumps have none, and get ``i
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
-import numpy as np
-
-GraphDict = dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Operand:
-    """An input or a node's result: its name, uid, shape and dtype."""
-
-    name: str
-    uid: str
-    shape: tuple[int, ...]
-    dtype: str
-
-
-class GraphBuilder:
-    """Writes a graph dict node by node, inferring result shapes like XTC does."""
-
-    def __init__(self, name: str) -> None:
-        self.graph: GraphDict = {"name": name, "inputs": [], "nodes": [], "outputs": []}
-        self._uid = 0
-
-    def _next_uid(self) -> str:
-        uid = f"%{self._uid}"
-        self._uid += 1
-        return uid
-
-    def tensor(self, name: str, shape: Sequence[int], dtype: str) -> Operand:
-        uid = self._next_uid()
-        entry = {"uid": uid, "name": name, "expr": {"type": {"shape": list(shape), "dtype": dtype}}}
-        self.graph["inputs"].append(entry)
-        return Operand(name, uid, tuple(shape), dtype)
-
-    def node(self, op: str, name: str, args: Sequence[Operand], **attrs: Any) -> Operand:
-        uid = self._next_uid()
-        expr = {"op": {"name": op, "attrs": attrs}, "args": [a.uid for a in args]}
-        self.graph["nodes"].append({"name": name, "uid": uid, "expr": expr})
-        shape = result_shape(op, [a.shape for a in args], attrs)
-        return Operand(name, uid, shape, args[0].dtype)
-
-    def output(self, *operands: Operand) -> GraphDict:
-        self.graph["outputs"] = [{"uid": o.uid} for o in operands]
-        return self.graph
-
-
-def result_shape(
-    op: str, shapes: Sequence[tuple[int, ...]], attrs: dict[str, Any]
-) -> tuple[int, ...]:
-    """Shape of an op's result, by XTC's rules (conv2d takes NHWC input, RSCF weights)."""
-    first = shapes[0]
-    if op == "matmul":
-        return (first[0], shapes[1][1])
-    if op == "conv2d":
-        *lead, h, w, _ = first
-        r, s, _, f = shapes[1]
-        sh, sw = attrs.get("stride", (1, 1))
-        return (*lead, (h - r) // sh + 1, (w - s) // sw + 1, f)
-    if op in ("pad", "pad2d"):
-        out = list(first)
-        for axis, (before, after) in normalize_padding(attrs["padding"], len(first)).items():
-            out[axis] += before + after
-        return tuple(out)
-    if op == "unpad":
-        out = list(first)
-        for axis, (before, after) in normalize_padding(attrs["padding"], len(first)).items():
-            out[axis] -= before + after
-        return tuple(out)
-    if op == "transpose":
-        return tuple(first[a] for a in attrs["axes"])
-    if op == "reshape":
-        shape = list(attrs["shape"])
-        if -1 in shape:
-            known = int(np.prod([d for d in shape if d != -1]))
-            shape[shape.index(-1)] = int(np.prod(first)) // known
-        return tuple(shape)
-    return tuple(first)  # elementwise (relu)
-
-
-def normalize_padding(padding: Any, rank: int) -> dict[int, tuple[int, int]]:
-    """XTC's padding forms (int, (before, after), {axis: int | (before, after)})."""
-    if isinstance(padding, int):
-        return {axis: (padding, padding) for axis in range(rank)}
-    if isinstance(padding, (list, tuple)):
-        return {axis: (int(padding[0]), int(padding[1])) for axis in range(rank)}
-    result = {}
-    for axis, pad in padding.items():
-        pair = (pad, pad) if isinstance(pad, int) else (pad[0], pad[1])
-        result[int(axis) % rank] = (int(pair[0]), int(pair[1]))
-    return result
+from pytest_xtc import ops
+from pytest_xtc.ops.builder import GraphDict, Operand
+from pytest_xtc.ops.spec import Attrs, Op
 
 
 def inputs(graph: GraphDict) -> list[Operand]:
@@ -116,16 +28,51 @@ def inputs(graph: GraphDict) -> list[Operand]:
     ]
 
 
+@dataclass(frozen=True)
+class Node:
+    """A graph node checked against the op registry, with its attributes normalized."""
+
+    name: str  # the node's name, or its uid where the dump has none
+    uid: str
+    op: Op
+    attrs: Attrs
+    args: tuple[str, ...]
+
+
+class GraphError(ValueError):
+    """A graph the suite cannot take; the message names the node and what is wrong."""
+
+
+def nodes(graph: GraphDict) -> list[Node]:
+    """The graph's nodes in order, each op and attribute checked by the op registry."""
+    shapes = {o.uid: o.shape for o in inputs(graph)}
+    found = []
+    for node in graph["nodes"]:
+        uid = str(node["uid"])
+        expr = node["expr"]
+        name = node.get("name") or uid
+        try:
+            op = ops.get(str(expr["op"]["name"]))
+            missing = [str(a) for a in expr["args"] if a not in shapes]
+            if missing:
+                raise GraphError(f"operands {', '.join(missing)} are not defined before it")
+            args = tuple(str(a) for a in expr["args"])
+            arg_shapes = [shapes[a] for a in args]
+            attrs = op.normalize(expr["op"].get("attrs"), arg_shapes)
+            shapes[uid] = op.shape(arg_shapes, attrs)
+        except ValueError as exc:
+            raise GraphError(f"node {name!r}: {exc}") from None
+        found.append(Node(name, uid, op, attrs, args))
+    return found
+
+
 def operands(graph: GraphDict) -> dict[str, Operand]:
     """Every operand of the graph by uid: inputs, then each node's result."""
     known = {o.uid: o for o in inputs(graph)}
-    for node in graph["nodes"]:
-        expr = node["expr"]
-        args = [known[uid] for uid in expr["args"]]
-        attrs = expr["op"].get("attrs") or {}
-        shape = result_shape(expr["op"]["name"], [a.shape for a in args], attrs)
-        uid = node["uid"]
-        known[uid] = Operand(node.get("name") or uid, uid, shape, args[0].dtype)
+    for node in nodes(graph):
+        args = [known[uid] for uid in node.args]
+        shape = node.op.shape([a.shape for a in args], node.attrs)
+        known[node.uid] = Operand(node.name, node.uid, shape, args[0].dtype)
     return known
 
 

@@ -39,17 +39,13 @@ Clock = Callable[[], float]
 
 
 def flop_count(graph: GraphDict) -> int:
-    """Floating-point operations of one evaluation of ``graph``: 2*M*N*K per matmul,
-    2*N*OH*OW*F*R*S*C per conv2d; the other ops count nothing."""
+    """Floating-point operations of one evaluation of ``graph``, each op's own count
+    (2*M*N*K per matmul, 2*N*OH*OW*F*R*S*C per conv2d, nothing for the others)."""
     known = graphs.operands(graph)
-    total = 0
-    for node in graph["nodes"]:
-        op = node["expr"]["op"]["name"]
-        if op not in reference.CONTRACTIONS:
-            continue
-        a, b = (known[uid].shape for uid in node["expr"]["args"])
-        total += 2 * math.prod(known[node["uid"]].shape) * reference.reduction_length(op, a, b)
-    return total
+    return sum(
+        node.op.flops([known[uid].shape for uid in node.args], node.attrs)
+        for node in graphs.nodes(graph)
+    )
 
 
 def time_calls(

@@ -1,0 +1,88 @@
+"""``conv2d``: NHWC input (any leading dimensions), RSCF weights, no padding (XTC pads
+with a separate pad2d node), ``stride`` an integer or [sh, sw]."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from pytest_xtc.ops.contraction import Contraction
+from pytest_xtc.ops.spec import Attr, Attrs, Shape
+
+
+def _stride(value: Any, rank: int) -> tuple[int, int]:
+    if isinstance(value, int) and not isinstance(value, bool):
+        pair = (value, value)
+    elif isinstance(value, (list, tuple)) and len(value) == 2 and all(
+        isinstance(v, int) and not isinstance(v, bool) for v in value
+    ):
+        pair = (int(value[0]), int(value[1]))
+    else:
+        raise ValueError("expected an integer or [sh, sw]")
+    if min(pair) < 1:
+        raise ValueError("strides must be at least 1")
+    return pair
+
+
+class Conv2d(Contraction):
+    name = "conv2d"
+    arity = 2
+    attrs = (Attr("stride", _stride, (1, 1), "an integer or [sh, sw]"),)
+
+    def shape(self, shapes: Sequence[Shape], attrs: Attrs) -> Shape:
+        x, w = shapes
+        if len(x) < 3 or len(w) != 4:
+            raise ValueError("input needs at least 3 dimensions (..., H, W, C), "
+                             "weights 4 (R, S, C, F)")
+        *lead, h, wd, c = x
+        r, s, wc, f = w
+        if c != wc:
+            raise ValueError(f"input has {c} channels, weights {wc}")
+        sh, sw = attrs["stride"]
+        if h < r or wd < s:
+            raise ValueError(f"a {r}x{s} window does not fit in {h}x{wd}")
+        return (*lead, (h - r) // sh + 1, (wd - s) // sw + 1, f)
+
+    def forward(self, args: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+        """A tensordot over the windows: BLAS, in any summation order (the bound covers
+        all)."""
+        x, w = args
+        r, s, _, _ = w.shape
+        sh, sw = attrs["stride"]
+        windows = np.lib.stride_tricks.sliding_window_view(x, (r, s), axis=(-3, -2))  # type: ignore[call-overload]
+        windows = windows[..., ::sh, ::sw, :, :, :]  # (..., OH, OW, C, R, S)
+        return np.tensordot(windows, w, axes=([-3, -2, -1], [2, 0, 1]))  # (..., OH, OW, F)
+
+    def reduction(self, shapes: Sequence[Shape], attrs: Attrs) -> int:
+        r, s, c, _ = shapes[1]
+        return int(r * s * c)
+
+
+OP = Conv2d()
+
+
+def _conv(g: Any, n: int, h: int, w: int, c: int, r: int, s: int, f: int, stride: int,
+          pad: int, dtype: str) -> Any:
+    x = g.tensor("X", (n, h, w, c), dtype)
+    if pad:
+        x = g.node("pad2d", "P", [x], padding={1: [pad, pad], 2: [pad, pad]}, constant_value=0)
+    return g.node("conv2d", "O", [x, g.tensor("W", (r, s, c, f), dtype)], stride=[stride, stride])
+
+
+def label(n: int, h: int, w: int, c: int, r: int, s: int, f: int, stride: int, pad: int) -> str:
+    return f"{n}x{h}x{w}x{c}-{r}x{s}x{f}-s{stride}-p{pad}"
+
+
+def family(n: int, h: int, w: int, c: int, r: int, s: int, f: int, stride: int, pad: int,
+           dtype: str = "float32", relu: bool = False) -> tuple[dict, str]:
+    """Catalog family ``conv2d``: [n, h, w, c, r, s, f, stride, pad] (pad: a pad2d node
+    before it)."""
+    from pytest_xtc.ops.builder import GraphBuilder
+
+    g = GraphBuilder("conv2d_relu" if relu else "conv2d")
+    o = _conv(g, n, h, w, c, r, s, f, stride, pad, dtype)
+    if relu:
+        o = g.node("relu", "R", [o])
+    return g.output(o), label(n, h, w, c, r, s, f, stride, pad)

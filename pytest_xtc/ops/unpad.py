@@ -1,0 +1,47 @@
+"""``unpad``: removes ``padding`` from the given axes (the inverse of ``pad``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from pytest_xtc.ops.pad import label
+from pytest_xtc.ops.spec import Attr, Attrs, Op, Shape, padding
+
+
+class Unpad(Op):
+    name = "unpad"
+    attrs = (Attr("padding", padding, doc="an integer, [before, after], a list or "
+                  "{axis: width}"),)
+
+    def shape(self, shapes: Sequence[Shape], attrs: Attrs) -> Shape:
+        out = list(shapes[0])
+        for axis, (before, after) in attrs["padding"].items():
+            out[axis] -= before + after
+            if out[axis] < 1:
+                raise ValueError(f"axis {axis} of size {shapes[0][axis]} cannot lose "
+                                 f"{before + after}")
+        return tuple(out)
+
+    def forward(self, args: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+        x = args[0]
+        pads = attrs["padding"]
+        index = tuple(
+            slice(pads.get(axis, (0, 0))[0], x.shape[axis] - pads.get(axis, (0, 0))[1])
+            for axis in range(x.ndim)
+        )
+        return x[index]
+
+
+OP = Unpad()
+
+
+def family(shape: list[int], padding: dict[int, list[int]], dtype: str = "float32",
+           ) -> tuple[dict, str]:
+    """Catalog family ``unpad``: {shape, padding}."""
+    from pytest_xtc.ops.builder import GraphBuilder
+
+    g = GraphBuilder("unpad")
+    y = g.node("unpad", "Y", [g.tensor("X", shape, dtype)], padding=padding)
+    return g.output(y), label(shape, padding)
