@@ -151,7 +151,7 @@ def load_case_file(path: Path, max_case_bytes: int = DEFAULT_MAX_CASE_BYTES) -> 
     """The cases of one user case file, validated (:mod:`casefile`) before anything is
     built; a case needing more than ``max_case_bytes`` is refused."""
     data = casefile.read(path)
-    graph = {k: data[k] for k in ("name", "inputs", "nodes", "outputs") if k in data}
+    graph: GraphDict = {k: data[k] for k in ("name", "inputs", "nodes", "outputs") if k in data}
     graph.setdefault("name", path.stem)
     try:
         known = graphs.operands(graph)

@@ -169,8 +169,8 @@ class Worker:
                 self.stop()
                 limit = f"{limits[phase]:g} s"
                 tail = self._tail()
-                message = f"timed out: {phase} exceeded its {limit} limit{tail}"
-                raise ChildFailure(phase, message, f"timed out after {limit}{tail}")
+                text = f"timed out: {phase} exceeded its {limit} limit{tail}"
+                raise ChildFailure(phase, text, f"timed out after {limit}{tail}")
             ready, _, _ = select.select([self.replies], [], [], remaining)
             if not ready:
                 continue
