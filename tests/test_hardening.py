@@ -68,6 +68,34 @@ def test_a_segfault_and_a_hang_cost_one_case_each(vendor, run, pytester, workers
     assert sum(r["status"] == "passed" for r in records.values()) == CASES - 2
 
 
+SLOW = """
+import time
+from pytest_xtc.targets.host import HostTarget
+
+class Slow(HostTarget):
+    def compile(self, case, workdir):
+        artifact = super().compile(case, workdir)
+        artifact.notes["case"] = case.id
+        return artifact
+
+    def run(self, artifact, inputs, outputs, timing=None):
+        result = super().run(artifact, inputs, outputs)
+        if artifact.notes["case"] == "matmul-float32-13x11x7-none":
+            time.sleep(4)  # past pytest-timeout's limit; its reply comes late
+        return result
+"""
+
+
+def test_a_pytest_timeout_leaves_no_stale_reply_to_the_next_case(vendor, run) -> None:
+    """pytest-timeout interrupts a case while its worker still computes: the worker is
+    ended, so the next case never reads the late reply as its own."""
+    vendor("slow_xtc", {"slow": "slow_adapter:Slow"}, {"slow_adapter": SLOW})
+    select = "matmul-float32-13x11x7 and not exact"
+    result = run("--xtc-target=slow", "-k", select, "--timeout=3")
+    result.assert_outcomes(passed=6, errors=1)  # the timeout hit the case's fixture
+    result.stdout.fnmatch_lines(["*Timeout*", "ERROR *slow-matmul-float32-13x11x7-none*"])
+
+
 @pytest.mark.parametrize("phase", ["probe", "compile", "run"])
 def test_an_adapter_that_raises_is_reported_not_fatal(vendor, run, phase) -> None:
     vendor(

@@ -216,6 +216,11 @@ class TargetAdapter(ABC):
         """Seconds allowed for (compile, run) of one case; simulators need more."""
         return (120.0, 60.0)
 
+    def memory_limit(self) -> int | None:
+        """Bytes of address space (RLIMIT_AS) each isolated worker of this target may use;
+        None for no limit."""
+        return None
+
 
 class BrokenAdapter(TargetAdapter):
     """Stands in for an adapter whose import or construction failed."""

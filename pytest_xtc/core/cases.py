@@ -15,24 +15,22 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
-from pytest_xtc.core import graphs
+from pytest_xtc.core import casefile, graphs
+from pytest_xtc.core.casefile import CaseFileError
 from pytest_xtc.core.graphs import GraphDict
+from pytest_xtc.core.limits import DEFAULT_MAX_CASE_BYTES
 from pytest_xtc.core.reference import DEFAULT_C
 
-VALUE_KINDS = ("random", "exact")
+VALUE_KINDS = casefile.VALUE_KINDS
 HOST, DEVICE = "host", "device"
-
-
-class CaseFileError(ValueError):
-    """A case file that cannot be read; the message names the file."""
 
 
 @dataclass(frozen=True)
@@ -149,33 +147,37 @@ def placements(graph: GraphDict) -> list[dict[str, str]]:
     return variants
 
 
-def load_case_file(path: Path) -> list[Case]:
-    """The cases of one user case file."""
-    try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise CaseFileError(f"{path}: cannot read case file: {exc}") from exc
-    if not isinstance(data, dict) or not {"inputs", "nodes", "outputs"} <= set(data):
-        raise CaseFileError(f"{path}: not an XTC graph YAML (needs inputs, nodes, outputs)")
-    graph = {k: data[k] for k in ("name", "inputs", "nodes", "outputs") if k in data}
+def load_case_file(path: Path, max_case_bytes: int = DEFAULT_MAX_CASE_BYTES) -> list[Case]:
+    """The cases of one user case file, validated (:mod:`casefile`) before anything is
+    built; a case needing more than ``max_case_bytes`` is refused."""
+    data = casefile.read(path)
+    graph: GraphDict = {k: data[k] for k in ("name", "inputs", "nodes", "outputs") if k in data}
     graph.setdefault("name", path.stem)
     try:
+        known = graphs.operands(graph)
         out_shape = "x".join(map(str, graphs.outputs(graph)[0].shape))
-    except (KeyError, IndexError, TypeError) as exc:
-        raise CaseFileError(f"{path}: malformed graph: {exc!r}") from exc
+    except Exception as exc:  # a graph the shape rules cannot follow
+        raise CaseFileError(f"{path}: malformed graph: {type(exc).__name__}: {exc}") from None
+    for operand in known.values():
+        if any(not isinstance(d, int) or d <= 0 for d in operand.shape):
+            raise CaseFileError(
+                f"{path}: malformed graph: {operand.name} would have shape "
+                f"{list(operand.shape)}; every dimension must be above 0"
+            )
     node = data.get("schedule_node")
-    schedules = [
-        Schedule.from_data(name, steps, node)
-        for name, steps in (data.get("schedules") or {"none": []}).items()
-    ]
+    try:
+        schedules = [
+            Schedule.from_data(name, steps, node)
+            for name, steps in (data.get("schedules") or {"none": []}).items()
+        ]
+    except CaseFileError as exc:
+        raise CaseFileError(f"{path}: schedules: {exc}") from None
     own_dtype = graph["inputs"][0]["expr"]["type"]["dtype"]
     rule = data.get("error_rule") or {}
     exact_rule = rule == "exact"
     c = float(rule.get("c", DEFAULT_C)) if isinstance(rule, dict) else DEFAULT_C
     values = data.get("values") or list(VALUE_KINDS)
-    if not set(values) <= set(VALUE_KINDS):
-        raise CaseFileError(f"{path}: values must be among {VALUE_KINDS}, got {values}")
-    return [
+    found = [
         Case(
             graph["name"],
             dtype,
@@ -191,9 +193,30 @@ def load_case_file(path: Path) -> list[Case]:
         for schedule in schedules
         for kind in values
     ]
+    for case in found:
+        needed = case_bytes(case)
+        if needed > max_case_bytes:
+            raise CaseFileError(
+                f"{path}: case {case.id} needs about {needed / 2**20:,.0f} MiB for its operands "
+                f"and reference, over the budget of {max_case_bytes / 2**20:,.0f} MiB; "
+                "use smaller shapes (or raise --xtc-max-case-bytes)"
+            )
+    return found
 
 
-def load_case_paths(paths: Sequence[str | Path]) -> list[Case]:
+def case_bytes(case: Case) -> int:
+    """Memory one case needs, about: every operand (inputs, each node's result) in its
+    dtype, plus its float64 reference value and error bound."""
+    total = 0
+    for operand in graphs.operands(case.graph).values():
+        size = math.prod(operand.shape)
+        total += size * (np.dtype(operand.dtype).itemsize + 16)
+    return total
+
+
+def load_case_paths(
+    paths: Sequence[str | Path], max_case_bytes: int = DEFAULT_MAX_CASE_BYTES
+) -> list[Case]:
     """Cases from files and directories (``*.yaml`` / ``*.yml``, recursively)."""
     found: list[Case] = []
     for raw in paths:
@@ -205,13 +228,25 @@ def load_case_paths(paths: Sequence[str | Path]) -> list[Case]:
         else:
             raise CaseFileError(f"{path}: no such case file or directory")
         for file in files:
-            found.extend(load_case_file(file))
+            found.extend(load_case_file(file, max_case_bytes))
     return found
 
 
-def check_unique(cases: Sequence[Case]) -> None:
+def check_unique(cases: Sequence[Case], builtin: Iterable[str] | None = None) -> None:
+    """Refuse two user cases with one id, or a user case with a built-in case's id
+    (``builtin``: those ids; by default the built-in catalog's)."""
+    if builtin is None:
+        from pytest_xtc.conformance import builtin_cases
+
+        builtin = (c.id for c in builtin_cases())
+    reserved = set(builtin)
     seen: dict[str, str] = {}
     for case in cases:
+        if case.id in reserved:
+            raise CaseFileError(
+                f"{case.source}: case {case.id} has the id of a built-in case; "
+                "rename the graph (its name key) or the schedule"
+            )
         if case.id in seen:
             raise CaseFileError(f"case {case.id} defined twice ({seen[case.id]}, {case.source})")
         seen[case.id] = case.source

@@ -1,14 +1,22 @@
-"""Finding adapters through entry points, and turning a selection string into adapters."""
+"""Finding adapters through entry points, and turning a selection string into adapters.
+
+Nothing here imports an adapter module in this process (with isolation): option
+declarations are read in a one-shot child, adapters live in worker processes
+(:mod:`remote`). ``registered()`` reads entry-point metadata only.
+"""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, partial
 from importlib.metadata import EntryPoint, entry_points
+from typing import Any
 
+from pytest_xtc.core import isolation
 from pytest_xtc.core.adapter import BrokenAdapter, OptionSpec, TargetAdapter, TargetSpec, Tier
+from pytest_xtc.core.remote import IsolatedAdapter
 
 GROUP = "pytest_xtc.targets"
 DEFAULT_SELECTION = "host"
@@ -25,17 +33,116 @@ def registered() -> dict[str, EntryPoint]:
     return {ep.name: ep for ep in entry_points(group=GROUP)}
 
 
+#: Names of the plugin's own options (``--xtc-<name>``): no adapter may declare one.
+RESERVED_OPTIONS = frozenset(
+    {
+        "target",
+        "strict",
+        "list-targets",
+        "cases",
+        "ignore-expectations",
+        "no-isolation",
+        "compile-timeout",
+        "run-timeout",
+        "repeat-check",
+        "update-expectations",
+        "seed",
+        "repeat",
+        "number",
+        "min-repeat-ms",
+        "report",
+        "shard",
+        "max-case-bytes",
+    }
+)
+OPTIONS_LIMIT_S = 5.0  # to import an adapter module and read its options
+_OPTION_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,40}$")
+
+
+@dataclass(frozen=True)
+class Declarations:
+    """The adapters' options (valid ones, merged by name) and, per target, what is wrong
+    with its declaration (import failure, crash, hang, bad or clashing options)."""
+
+    options: tuple[OptionSpec, ...]
+    problems: Mapping[str, tuple[str, ...]]
+
+
 def adapter_options() -> list[OptionSpec]:
-    """Options declared by every adapter that imports; duplicates are merged by name."""
+    """Options declared by every adapter whose declaration is valid; never raises."""
+    return list(option_declarations().options)
+
+
+@cache
+def option_declarations() -> Declarations:
+    """Each adapter's ``options``, read in an isolated one-shot child under a time limit
+    (the adapter module is never imported here), checked; computed once."""
     found: dict[str, OptionSpec] = {}
-    for ep in registered().values():
-        try:
-            factory = ep.load()
-        except Exception:  # a broken adapter must not break option parsing
+    problems: dict[str, list[str]] = {}
+    for name, ep in sorted(registered().items()):
+        declared, trouble = _declared(ep)
+        problems[name] = trouble
+        for option in declared:
+            other = found.get(option.name)
+            if option.name in RESERVED_OPTIONS:
+                trouble.append(f"option --xtc-{option.name} clashes with a built-in option")
+            elif other is not None and other != option:
+                trouble.append(f"option --xtc-{option.name} is declared differently elsewhere")
+            elif not trouble:
+                found.setdefault(option.name, option)
+    bad = {k: tuple(v) for k, v in problems.items() if v}
+    return Declarations(tuple(found.values()), bad)
+
+
+def _declared(ep: EntryPoint) -> tuple[list[OptionSpec], list[str]]:
+    try:
+        if isolation.available():
+            raw = isolation.call_isolated(partial(_read_options, ep), OPTIONS_LIMIT_S, "options")
+        else:
+            raw = _read_options(ep)
+    except isolation.ChildFailure as exc:
+        return [], [f"reading its options {exc.cause}"]
+    except Exception as exc:
+        return [], [f"{exc}"]
+    options, trouble = [], []
+    for fields in raw:
+        if isinstance(fields, str):
+            trouble.append(fields)
             continue
-        for option in getattr(factory, "options", ()):
-            found.setdefault(option.name, option)
-    return list(found.values())
+        option = OptionSpec(**fields)
+        if not _OPTION_NAME.match(option.name):
+            trouble.append(f"option name {option.name!r} is not lower-case words and dashes")
+        else:
+            options.append(option)
+    return options, trouble
+
+
+def _read_options(ep: EntryPoint) -> list[dict[str, Any] | str]:
+    """In the child: the factory's ``options`` as plain fields (or a problem, as text)."""
+    try:
+        factory = ep.load()
+    except BaseException as exc:  # SystemExit at import included
+        raise RuntimeError(f"adapter failed to load: {type(exc).__name__}: {exc}") from None
+    declared = getattr(factory, "options", ())
+    if isinstance(declared, (str, bytes)) or not isinstance(declared, Sequence):
+        return [f"options is a {type(declared).__name__}, not a sequence of OptionSpec"]
+    result: list[dict[str, Any] | str] = []
+    for option in declared:
+        if not isinstance(option, OptionSpec):
+            result.append(f"options holds a {type(option).__name__}, not an OptionSpec")
+            continue
+        choices = None if option.choices is None else tuple(map(str, option.choices))
+        result.append(
+            {
+                "name": str(option.name),
+                "help": str(option.help),
+                "env": None if option.env is None else str(option.env),
+                "choices": choices,
+                "pattern": None if option.pattern is None else str(option.pattern),
+                "expected": str(option.expected),
+            }
+        )
+    return result
 
 
 @dataclass(frozen=True)
@@ -63,11 +170,21 @@ def parse(selection: str | Iterable[str]) -> list[Selected]:
     return result
 
 
-def load(selected: Selected, options: Mapping[str, str | None]) -> TargetAdapter:
-    """Build one adapter; any failure gives a BrokenAdapter carrying the error."""
+def load(
+    selected: Selected, options: Mapping[str, str | None], isolate: bool = True
+) -> TargetAdapter:
+    """Build one adapter; any failure gives an unavailable adapter carrying the cause.
+    With ``isolate`` (and ``fork``), an :class:`IsolatedAdapter`: the adapter is imported,
+    built and called only in a worker process, under time limits."""
     spec = TargetSpec(selected.name, selected.base, selected.ordinal, dict(options))
+    problems = option_declarations().problems.get(selected.base)
+    if problems:
+        return BrokenAdapter(spec, "; ".join(problems))
+    entry = registered()[selected.base]
+    if isolate and isolation.available():
+        return IsolatedAdapter(spec, entry)
     try:
-        factory = registered()[selected.base].load()
+        factory = entry.load()
         adapter = factory(spec)
     except Exception as exc:
         return BrokenAdapter(spec, f"{type(exc).__name__}: {exc}")
@@ -77,15 +194,16 @@ def load(selected: Selected, options: Mapping[str, str | None]) -> TargetAdapter
 
 
 def resolve(
-    selection: str | Iterable[str], options: Mapping[str, str | None]
+    selection: str | Iterable[str], options: Mapping[str, str | None], isolate: bool = True
 ) -> list[TargetAdapter]:
-    """Adapters for a selection. ``all``: every registered one; ``auto``: every available."""
+    """Adapters for a selection. ``all``: every registered one; ``auto``: every available.
+    ``isolate``: see :func:`load` (False for ``--xtc-no-isolation``)."""
     known = registered()
     adapters: dict[str, TargetAdapter] = {}
     for selected in parse(selection):
         if selected.name in ("all", "auto"):
             for name in sorted(known):
-                adapter = load(Selected(name, name, None), options)
+                adapter = load(Selected(name, name, None), options, isolate)
                 if selected.name == "all" or adapter.status().tier is Tier.EXECUTE:
                     adapters.setdefault(name, adapter)
             continue
@@ -94,5 +212,5 @@ def resolve(
             raise SelectionError(
                 f"unknown XTC target {selected.name!r}; registered targets: {names}, all, auto"
             )
-        adapters.setdefault(selected.name, load(selected, options))
+        adapters.setdefault(selected.name, load(selected, options, isolate))
     return list(adapters.values())

@@ -2,7 +2,10 @@
 
 The target's own work (compile, placement check, run) happens in a forked child when
 isolation is on (the default where ``fork`` exists): a crash or a hang there fails one
-case, with its cause, and the session goes on. Checking happens in the parent.
+case, with its cause, and the session goes on. An :class:`~pytest_xtc.core.remote.
+IsolatedAdapter` (what the registry gives) does it in a worker its host process forks.
+Checking happens in the parent. Every case's operands are weighed against a memory budget
+before any is made.
 """
 
 from __future__ import annotations
@@ -22,9 +25,15 @@ from typing import Any
 
 import numpy as np
 
-from pytest_xtc.core import checking, graphs, isolation, perf, placement, reference
+from pytest_xtc.core import checking, graphs, isolation, perf, placement, reference, remote
 from pytest_xtc.core.adapter import ONCE, InfrastructureError, TargetAdapter, Tier, Timing
-from pytest_xtc.core.cases import Case
+from pytest_xtc.core.cases import Case, case_bytes
+from pytest_xtc.core.limits import (
+    DEFAULT_MAX_CASE_BYTES,
+    check_budget,
+    check_limit,
+    worker_memory_limit,
+)
 from pytest_xtc.core.outcome import Outcome, Phase, Status
 
 LOCK_DIR_ENV = "XTC_LOCK_DIR"
@@ -42,6 +51,13 @@ class Settings:
     limits: dict[str, float] = field(default_factory=dict)  # overrides: compile, run
     perf: bool = True  # record the performance of passed cases (kernel times from ``timing``)
     peak: bool = False  # also the fraction of the device's peak (costs a measurement)
+    max_case_bytes: int = DEFAULT_MAX_CASE_BYTES  # a case needing more is skipped, saying so
+
+    def __post_init__(self) -> None:
+        """Refuse limits that are not finite and positive (ValueError naming the option)."""
+        for phase, value in self.limits.items():
+            self.limits[phase] = check_limit(f"--xtc-{phase}-timeout", value)
+        check_budget("--xtc-max-case-bytes", self.max_case_bytes)
 
 
 @dataclass
@@ -61,6 +77,8 @@ class _Work:
 
 def _failure(exc: BaseException) -> str:
     """The exception and where it was raised, in a few lines."""
+    if not isinstance(exc, Exception):  # SystemExit, KeyboardInterrupt...
+        return f"{type(exc).__name__}: {exc}"
     frames = traceback.extract_tb(exc.__traceback__)[-3:]
     where = "; ".join(f"{Path(f.filename).name}:{f.lineno} in {f.name}" for f in frames)
     return f"{type(exc).__name__}: {exc}" + (f" [{where}]" if where else "")
@@ -88,13 +106,28 @@ _workers: dict[int, isolation.Worker] = {}
 
 
 def _worker(adapter: TargetAdapter, workdir: Path) -> isolation.Worker:
-    """The adapter's forked worker; the first call prepares the adapter here, so that every
-    child it forks starts warm."""
+    """The forked worker of an adapter built in this process; the first call prepares the
+    adapter here, so that every child it forks starts warm."""
     if id(adapter) not in _workers:
         with contextlib.suppress(Exception):  # the cases meet the same problem and report it
             adapter.prepare(workdir.parent / f"prepare-{adapter.name}")
-        _workers[id(adapter)] = isolation.Worker(partial(_target_work, adapter))
+        _workers[id(adapter)] = isolation.Worker(
+            partial(target_work, adapter, in_worker=True), worker_memory_limit(adapter)
+        )
     return _workers[id(adapter)]
+
+
+def _limits(adapter: TargetAdapter, settings: Settings) -> dict[str, float]:
+    """Each phase's time limit: the adapter's, overridden by the settings'. Raises
+    ValueError (naming the limit) for one that is not finite and positive."""
+    compile_limit, run_limit = adapter.time_limits()
+    limits = {
+        Phase.COMPILE.value: check_limit("time_limits() compile limit", compile_limit),
+        Phase.RUN.value: check_limit("time_limits() run limit", run_limit),
+        Phase.WAIT_DEVICE.value: DEVICE_WAIT_S,
+    }
+    limits.update(settings.limits)
+    return limits
 
 
 def run_case(
@@ -116,6 +149,18 @@ def run_case(
         )
     if missing:
         return _end(outcome, Status.NOT_SUPPORTED, Phase.CAPABILITIES, f"{adapter.name}: {missing}")
+    needed = case_bytes(case)
+    if needed > settings.max_case_bytes:
+        message = (
+            f"{case.id} needs about {needed / 2**20:,.0f} MiB for its operands and reference, "
+            f"over the budget of {settings.max_case_bytes / 2**20:,.0f} MiB "
+            "(--xtc-max-case-bytes)"
+        )
+        return _end(outcome, Status.SKIPPED, Phase.CAPABILITIES, message)
+    try:
+        limits = _limits(adapter, settings)
+    except Exception as exc:
+        return _end(outcome, Status.FAILED, Phase.COMPILE, f"time limits: {_failure(exc)}")
 
     execute = probe.tier is Tier.EXECUTE
     inputs: list[np.ndarray] = []
@@ -125,19 +170,17 @@ def run_case(
         inputs = case.make_inputs(outcome.seed)
         outputs = [np.full(o.shape, np.nan, o.dtype) for o in graphs.outputs(case.graph)]
     request = _Request(case, workdir, inputs, outputs, execute, settings)
-    compile_limit, run_limit = adapter.time_limits()
-    limits = {Phase.COMPILE: compile_limit, Phase.RUN: run_limit, Phase.WAIT_DEVICE: DEVICE_WAIT_S}
-    limits.update(settings.limits)
-    if settings.isolate and isolation.available():
-        try:
-            done: _Work = _worker(adapter, workdir).call(request, limits, Phase.COMPILE)
-        except isolation.ChildFailure as exc:
-            status = (
-                Status.ERROR if exc.phase in (Phase.COMPILE, Phase.WAIT_DEVICE) else Status.FAILED
-            )
-            return _end(outcome, status, exc.phase, str(exc))
-    else:
-        done = _target_work(adapter, request, lambda phase: None)
+    try:
+        if isinstance(adapter, remote.IsolatedAdapter):
+            done: _Work = adapter.work(request, limits, Phase.COMPILE.value)
+        elif settings.isolate and isolation.available():
+            done = _worker(adapter, workdir).call(request, limits, Phase.COMPILE.value)
+        else:
+            done = target_work(adapter, request, lambda phase: None)
+    except isolation.ChildFailure as exc:
+        phase = exc.phase if exc.phase in {p.value for p in Phase} else Phase.COMPILE.value
+        status = Status.ERROR if phase in (Phase.COMPILE, Phase.WAIT_DEVICE) else Status.FAILED
+        return _end(outcome, status, phase, str(exc))
     outcome.compile_s, outcome.run_s, outcome.times = done.compile_s, done.run_s, done.times
     if done.failure:
         status = Status.ERROR if done.infrastructure else Status.FAILED
@@ -178,8 +221,16 @@ class _Request:
     settings: Settings
 
 
-def _target_work(adapter: TargetAdapter, request: _Request, report: Callable[[str], None]) -> _Work:
-    """The target's side of a case, run in the worker (or in process without isolation)."""
+def target_work(
+    adapter: TargetAdapter,
+    request: _Request,
+    report: Callable[[str], None],
+    in_worker: bool = False,
+) -> _Work:
+    """The target's side of a case, run in a worker (or in process without isolation).
+    Whatever the adapter raises fails the case with its cause named, ``SystemExit`` and
+    ``KeyboardInterrupt`` included (in process, a KeyboardInterrupt is the user's: it
+    propagates)."""
     case, workdir, inputs, outputs = request.case, request.workdir, request.inputs, request.outputs
     execute, settings = request.execute, request.settings
     done = _Work()
@@ -218,6 +269,10 @@ def _target_work(adapter: TargetAdapter, request: _Request, report: Callable[[st
     except Exception as exc:
         done.phase, done.failure = phase, f"{phase} failed: {_failure(exc)}"
         done.infrastructure = _is_infrastructure(exc, phase)
+    except BaseException as exc:
+        if isinstance(exc, KeyboardInterrupt) and not in_worker:
+            raise
+        done.phase, done.failure = phase, f"{phase} raised {_failure(exc)}"
     return done
 
 

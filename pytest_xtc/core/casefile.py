@@ -1,0 +1,188 @@
+"""Reading a user case file safely: UTF-8 text, YAML without aliases, an explicit schema.
+
+Every problem is one line naming the file, the key and what to do; nothing of a case file
+reaches XTC or numpy before it has passed :func:`read`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+MAX_FILE_BYTES = 4 << 20  # a case file is a graph, not data
+MAX_RANK = 8
+MAX_NAME = 100
+DTYPES = ("float32", "float64")
+VALUE_KINDS = ("random", "exact")
+GRAPH_KEYS = ("inputs", "nodes", "outputs")
+KEYS = (
+    *GRAPH_KEYS,
+    "name",
+    "ops_version",
+    "schedules",
+    "schedule_node",
+    "dtypes",
+    "values",
+    "error_rule",
+)
+
+
+class CaseFileError(ValueError):
+    """A case file that cannot be read; the message names the file."""
+
+
+def read(path: Path) -> dict[str, Any]:
+    """The validated top-level mapping of a case file."""
+    text = _text(path)
+    _refuse_aliases(path, text)
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise CaseFileError(f"{path}: cannot read case file: {_one_line(exc)}") from None
+    if not isinstance(data, dict) or not set(GRAPH_KEYS) <= set(data):
+        raise CaseFileError(f"{path}: not an XTC graph YAML (needs inputs, nodes, outputs)")
+    _check(path, data)
+    return data
+
+
+def _text(path: Path) -> str:
+    try:
+        with path.open("rb") as file:
+            raw = file.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise CaseFileError(f"{path}: cannot read case file: {exc.strerror or exc}") from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise CaseFileError(f"{path}: larger than {MAX_FILE_BYTES >> 20} MiB; not a case file")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CaseFileError(
+            f"{path}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}); "
+            "save the file as UTF-8"
+        ) from None
+
+
+def _refuse_aliases(path: Path, text: str) -> None:
+    """YAML anchors and aliases are refused: a few lines of them expand to gigabytes."""
+    try:
+        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+            anchor = getattr(event, "anchor", None)
+            if isinstance(event, yaml.AliasEvent) or anchor is not None:
+                line = event.start_mark.line + 1
+                raise CaseFileError(
+                    f"{path}:{line}: YAML anchors and aliases (&{anchor}, *{anchor}) are not "
+                    "allowed in case files; write the values out"
+                )
+    except yaml.YAMLError as exc:
+        raise CaseFileError(f"{path}: cannot read case file: {_one_line(exc)}") from None
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
+
+
+def _check(path: Path, data: Mapping[str, Any]) -> None:
+    def fail(key: str, problem: str) -> CaseFileError:
+        return CaseFileError(f"{path}: {key}: {problem}")
+
+    for key in data:
+        if key not in KEYS:
+            close = difflib.get_close_matches(str(key), KEYS, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise fail(str(key), f"unknown key; {hint}known keys: {', '.join(KEYS)}")
+    if "name" in data:
+        _name(data["name"], "name", fail)
+    _graph(data, fail)
+    if data.get("schedule_node") is not None:
+        _name(data["schedule_node"], "schedule_node", fail)
+    schedules = data.get("schedules")
+    if schedules is not None:
+        if not isinstance(schedules, dict) or not schedules:
+            got = type(schedules).__name__
+            raise fail(
+                "schedules",
+                f"expected a mapping of name to steps, e.g. "
+                f"{{tiled: [{{tile: [i, {{i1: 4}}]}}]}}, got a {got}",
+            )
+        for name, steps in schedules.items():
+            _name(name, "schedules", fail)
+            if steps is not None and not isinstance(steps, list):
+                raise fail(f"schedules.{name}", "expected a list of steps ({primitive: args})")
+    for key, allowed in (("dtypes", DTYPES), ("values", VALUE_KINDS)):
+        if data.get(key) is not None:
+            _choices(data[key], key, allowed, fail)
+    if data.get("error_rule") is not None:
+        _error_rule(data["error_rule"], fail)
+
+
+def _name(value: Any, key: str, fail: Any) -> None:
+    if not isinstance(value, str) or not value or len(value) > MAX_NAME:
+        raise fail(key, f"expected a name (text, 1 to {MAX_NAME} characters), got {value!r:.60}")
+
+
+def _choices(value: Any, key: str, allowed: tuple[str, ...], fail: Any) -> None:
+    if not isinstance(value, list) or not value:
+        raise fail(
+            key,
+            f"expected a list among {', '.join(allowed)}, e.g. [{allowed[0]}], got {value!r:.60}",
+        )
+    bad = [v for v in value if v not in allowed]
+    if bad:
+        raise fail(key, f"{bad[0]!r:.60} is not one of {', '.join(allowed)}")
+
+
+def _error_rule(rule: Any, fail: Any) -> None:
+    if rule == "exact":
+        return
+    if not isinstance(rule, dict) or set(rule) != {"c"}:
+        raise fail("error_rule", f"expected 'exact' or {{c: NUMBER}}, got {rule!r:.60}")
+    c = rule["c"]
+    if isinstance(c, bool) or not isinstance(c, (int, float)) or not math.isfinite(c) or c <= 0:
+        raise fail("error_rule.c", f"expected a finite number above 0, got {c!r:.60}")
+
+
+def _graph(data: Mapping[str, Any], outer: Any) -> None:
+    def fail(key: str, problem: str) -> CaseFileError:
+        error: CaseFileError = outer(key, problem)
+        return CaseFileError(str(error).replace(f": {key}: ", f": malformed graph: {key}: ", 1))
+
+    for key in GRAPH_KEYS:
+        if not isinstance(data[key], list):
+            raise fail(key, f"expected a list, got {type(data[key]).__name__}")
+    if not data["inputs"] or not data["outputs"]:
+        raise fail("inputs", "a case needs at least one input and one output")
+    for i, entry in enumerate(data["inputs"]):
+        where = f"inputs[{i}]"
+        if not isinstance(entry, dict):
+            raise fail(where, "expected a mapping with uid and expr.type")
+        try:
+            kind = entry["expr"]["type"]
+            shape, dtype = kind["shape"], kind["dtype"]
+        except (KeyError, TypeError):
+            raise fail(where, "expected expr: {type: {shape: [...], dtype: ...}}") from None
+        if not isinstance(shape, list) or not 1 <= len(shape) <= MAX_RANK:
+            raise fail(
+                f"{where}.expr.type.shape",
+                f"expected a list of 1 to {MAX_RANK} dimensions, got {shape!r:.60}",
+            )
+        for dim in shape:
+            if isinstance(dim, bool) or not isinstance(dim, int) or dim <= 0:
+                raise fail(
+                    f"{where}.expr.type.shape", f"dimensions are integers above 0, got {dim!r:.60}"
+                )
+        if dtype not in DTYPES:
+            raise fail(
+                f"{where}.expr.type.dtype",
+                f"expected one of {', '.join(DTYPES)}, got {dtype!r:.60}",
+            )
+    for i, node in enumerate(data["nodes"]):
+        if not isinstance(node, dict) or not isinstance(node.get("expr"), dict):
+            raise fail(f"nodes[{i}]", "expected a mapping with uid and expr")
+    for i, out in enumerate(data["outputs"]):
+        if not isinstance(out, dict) or "uid" not in out:
+            raise fail(f"outputs[{i}]", "expected {uid: ...}")

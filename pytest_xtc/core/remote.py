@@ -1,0 +1,263 @@
+"""An adapter that lives only inside a forked worker: :class:`IsolatedAdapter`.
+
+The pytest process never imports a vendor's adapter module. A persistent *host* process
+(an :class:`isolation.Worker` of its own session) loads the entry point, builds the
+adapter and calls ``prepare()``; every other method call is forwarded to it under a time
+limit and its answer cached. Each case's compile and run go one level further down, to a
+worker the host forks (warm: imports and runtimes are already there), so a crashing kernel
+costs a fork of the host, not a new import. A load or probe that fails, crashes or hangs
+gives an *unavailable* target whose reason names the cause.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from importlib.metadata import EntryPoint
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_xtc.core import isolation
+from pytest_xtc.core.adapter import (
+    ONCE,
+    Artifact,
+    Capabilities,
+    Probe,
+    RunResult,
+    TargetAdapter,
+    TargetSpec,
+    Tier,
+    Timing,
+)
+from pytest_xtc.core.limits import check_limit, worker_memory_limit
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from pytest_xtc.core.cases import Case
+
+LOAD = "load"
+
+
+@dataclass(frozen=True)
+class HostLimits:
+    """Seconds allowed to each forwarded call (a vendor toolchain's probe may be slow)."""
+
+    load: float = 60.0  # import, construction and prepare()
+    probe: float = 30.0
+    query: float = 10.0  # capabilities, time_limits, lock_key, expectations_file
+    peak: float = 120.0  # peak_flops may measure
+    grace: float = 5.0  # the host's own margin over a case's phase limits
+
+
+class AdapterFailure(RuntimeError):
+    """A forwarded call failed; the message names the method and the cause."""
+
+
+class IsolatedAdapter(TargetAdapter):
+    """A proxy to the adapter ``entry`` builds from ``spec`` inside a host process."""
+
+    def __init__(
+        self,
+        spec: TargetSpec,
+        entry: EntryPoint,
+        limits: HostLimits = HostLimits(),
+    ) -> None:
+        super().__init__(spec)
+        self.entry = entry
+        self.limits = limits
+        self.broken: str | None = None  # why the adapter could not be loaded
+        self._cache: dict[tuple[str, tuple[Any, ...]], Any] = {}
+        state: dict[str, Any] = {}
+        self._host = isolation.Worker(_host_handler(entry, spec, state))
+
+    def _ask(self, method: str, *args: Any, limit: float) -> Any:
+        """``method(*args)`` of the real adapter, in the host, cached; raises
+        AdapterFailure naming the method and the cause."""
+        key = (method, args)
+        if key in self._cache:
+            return self._cache[key]
+        if self.broken is not None:
+            raise AdapterFailure(f"adapter failed to load: {self.broken}")
+        limits = {LOAD: self.limits.load, method: limit}
+        try:
+            value = self._host.call(("call", method, args), limits, LOAD)
+        except isolation.ChildFailure as exc:
+            if exc.phase == LOAD:
+                self.broken = _cause(exc)
+                raise AdapterFailure(f"adapter failed to load: {self.broken}") from None
+            raise AdapterFailure(f"{method} {_cause(exc)}") from None
+        except _LoadError as exc:
+            self.broken = str(exc)
+            raise AdapterFailure(f"adapter failed to load: {self.broken}") from None
+        except Exception as exc:
+            raise AdapterFailure(f"{method} raised {exc}") from None
+        self._cache[key] = value
+        return value
+
+    def probe(self) -> Probe:
+        try:
+            probe: Probe = self._ask("probe", limit=self.limits.probe)
+        except AdapterFailure as exc:
+            return Probe(Tier.UNAVAILABLE, str(exc))
+        return probe
+
+    def capabilities(self) -> Capabilities:
+        if self.broken is not None:
+            return Capabilities(ops=frozenset())
+        caps: Capabilities = self._ask("capabilities", limit=self.limits.query)
+        return caps
+
+    def time_limits(self) -> tuple[float, float]:
+        compile_s, run_s = self._ask("time_limits", limit=self.limits.query)
+        return (compile_s, run_s)
+
+    def lock_key(self) -> str | None:
+        key: str | None = self._ask("lock_key", limit=self.limits.query)
+        return key
+
+    def expectations_file(self) -> Path | None:
+        path: Path | None = self._ask("expectations_file", limit=self.limits.query)
+        return path
+
+    def peak_flops(self, dtype: str) -> float | None:
+        peak: float | None = self._ask("peak_flops", dtype, limit=self.limits.peak)
+        return peak
+
+    def prepare(self, workdir: Path) -> None:
+        """Done in the host when it loads the adapter."""
+
+    def work(self, request: Any, limits: Mapping[str, float], first_phase: str) -> Any:
+        """One case's target work (``runner._target_work``) in a worker the host forks;
+        the host applies ``limits``, the call here the same plus a grace as a backstop.
+        Raises ChildFailure as a direct worker would."""
+        if self.broken is not None:
+            raise isolation.ChildFailure(first_phase, f"adapter failed to load: {self.broken}")
+        backstop = {LOAD: self.limits.load, **{p: s + self.limits.grace for p, s in limits.items()}}
+        try:
+            return self._host.call(("case", request, dict(limits), first_phase), backstop, LOAD)
+        except isolation.ChildFailure as exc:
+            if exc.phase == LOAD:
+                self.broken = _cause(exc)
+                message = f"adapter failed to load: {self.broken}"
+                raise isolation.ChildFailure(first_phase, message) from None
+            raise
+        except _LoadError as exc:
+            self.broken = str(exc)
+            message = f"adapter failed to load: {self.broken}"
+            raise isolation.ChildFailure(first_phase, message) from None
+
+    def compile(self, case: Case, workdir: Path) -> Artifact:
+        raise AdapterFailure("an isolated adapter compiles through runner.run_case")
+
+    def run(
+        self,
+        artifact: Artifact,
+        inputs: Sequence[np.ndarray],
+        outputs: Sequence[np.ndarray],
+        timing: Timing = ONCE,
+    ) -> RunResult:
+        raise AdapterFailure("an isolated adapter runs through runner.run_case")
+
+    def stop(self) -> None:
+        """End the host process (and the workers it forked)."""
+        self._host.stop()
+
+
+def _cause(exc: isolation.ChildFailure) -> str:
+    if exc.cause.startswith("timed out"):
+        return exc.cause
+    return f"crashed: {exc.cause}"
+
+
+class _LoadError(RuntimeError):
+    """The entry point did not load or build an adapter, said in one line."""
+
+
+def _host_handler(
+    entry: EntryPoint, spec: TargetSpec, state: dict[str, Any]
+) -> Callable[[Any, isolation.Report], Any]:
+    """The host's request handler; ``state`` holds the adapter once built (in the host)."""
+
+    def handle(request: Any, report: isolation.Report) -> Any:
+        adapter = state.get("adapter")
+        if adapter is None:
+            adapter = state["adapter"] = _build(entry, spec)
+            state["inner"] = isolation.Worker(_inner_handler(adapter), worker_memory_limit(adapter))
+        kind = request[0]
+        if kind == "call":
+            _, method, args = request
+            report(method)
+            return _plain(method, _invoke(adapter, method, args))
+        _, work, limits, first_phase = request
+        report(first_phase)
+        return state["inner"].call(work, limits, first_phase, on_phase=report)
+
+    return handle
+
+
+def _inner_handler(adapter: TargetAdapter) -> isolation.Handler:
+    from pytest_xtc.core.runner import target_work
+
+    return lambda request, report: target_work(adapter, request, report, in_worker=True)
+
+
+def _build(entry: EntryPoint, spec: TargetSpec) -> TargetAdapter:
+    """Load the entry point, call its factory, prepare the adapter (failures ignored)."""
+    try:
+        factory = entry.load()
+        adapter = factory(spec)
+    except BaseException as exc:  # SystemExit at import included
+        raise _LoadError(_describe(exc)) from None
+    if not isinstance(adapter, TargetAdapter):
+        raise _LoadError(f"entry point gave {type(adapter).__name__}, not an adapter")
+    try:
+        import tempfile
+
+        adapter.prepare(Path(tempfile.mkdtemp(prefix=f"prepare-{spec.name}-")))
+    except Exception:
+        pass
+    return adapter
+
+
+def _invoke(adapter: TargetAdapter, method: str, args: tuple[Any, ...]) -> Any:
+    try:
+        return getattr(adapter, method)(*args)
+    except BaseException as exc:  # never a vendor class or a SystemExit up the pipe
+        raise AdapterFailure(_describe(exc)) from None
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _plain(method: str, value: Any) -> Any:
+    """``value`` as core types only, so that unpickling it never imports vendor code."""
+    if method == "probe":
+        if not isinstance(value, Probe):
+            raise AdapterFailure(f"probe() gave {type(value).__name__}, not a Probe")
+        versions = {str(k): str(v) for k, v in dict(value.versions).items()}
+        return Probe(Tier(value.tier), str(value.reason), versions, str(value.device))
+    if method == "capabilities":
+        if not isinstance(value, Capabilities):
+            raise AdapterFailure(f"capabilities() gave {type(value).__name__}")
+        schedules = None if value.schedules is None else frozenset(map(str, value.schedules))
+        return Capabilities(
+            frozenset(map(str, value.ops)),
+            frozenset(map(str, value.dtypes)),
+            frozenset(map(str, value.placements)),
+            schedules,
+        )
+    if method == "time_limits":
+        compile_s, run_s = value
+        return (
+            check_limit("time_limits() compile limit", compile_s),
+            check_limit("time_limits() run limit", run_s),
+        )
+    if method == "expectations_file":
+        return None if value is None else Path(value)
+    if method == "lock_key":
+        return None if value is None else str(value)
+    if method == "peak_flops":
+        return None if value is None else float(value)
+    return value
