@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
+from pytest_xtc.conformance import builtin_cases
 from pytest_xtc.conformance.families import FAMILIES
 from pytest_xtc.core import cases
 from pytest_xtc.core.cases import CaseFileError
@@ -106,9 +107,12 @@ def test_a_dimension_below_one_is_refused(tmp_path: Path, dim: int) -> None:
 
 
 def test_a_result_dimension_below_one_is_refused(tmp_path: Path) -> None:
-    graph, _ = FAMILIES["conv2d"](1, 3, 3, 1, 5, 5, 1, 1, 0)  # a 5x5 kernel over a 3x3 image
-    message = refused(write(tmp_path, copy.deepcopy(graph)), "malformed graph")
-    assert "every dimension must be above 0" in message
+    graph, _ = FAMILIES["conv2d"](1, 3, 3, 1, 3, 3, 1, 1, 0)
+    graph = copy.deepcopy(graph)
+    graph["inputs"][1]["expr"]["type"]["shape"] = [5, 5, 1, 1]  # a 5x5 kernel, 3x3 image
+    message = refused(write(tmp_path, graph), "malformed graph")
+    assert "node 'O': op conv2d cannot take operands" in message
+    assert "a 5x5 window does not fit in 3x3" in message
 
 
 def test_dtypes_as_a_string_are_refused(tmp_path: Path) -> None:
@@ -141,5 +145,5 @@ def test_a_user_case_with_a_builtin_id_is_refused(tmp_path: Path) -> None:
     path = write(tmp_path, copy.deepcopy(graph))
     loaded = cases.load_case_paths([path])
     with pytest.raises(CaseFileError, match="has the id of a built-in case") as info:
-        cases.check_unique(loaded)
+        cases.check_unique(loaded, (c.id for c in builtin_cases()))
     assert str(path) in str(info.value)

@@ -204,7 +204,8 @@ def test_repeat_check_runs_each_kernel_twice(run) -> None:
 
 def test_every_faulty_variant_is_rejected_by_some_case(tmp_path: Path) -> None:
     """The plugin's own version of ``xtc-conformance selftest``, on a smaller slice."""
-    from pytest_xtc.core.runner import Settings, Status, run_case
+    from pytest_xtc.core.outcome import Status
+    from pytest_xtc.core.runner import Settings, run_case
     from pytest_xtc.selftest import proof as selftest
 
     cases = [c for c in selftest.selected_cases() if c.schedule.name == "tile"]

@@ -24,7 +24,8 @@ from pytest_xtc.core.adapter import (
     Tier,
     Timing,
 )
-from pytest_xtc.core.runner import Settings, Status, run_case
+from pytest_xtc.core.outcome import Status
+from pytest_xtc.core.runner import Settings, run_case
 
 # -- FLOPs, timing, statistics -----------------------------------------------------------
 

@@ -156,6 +156,8 @@ def load_case_file(path: Path, max_case_bytes: int = DEFAULT_MAX_CASE_BYTES) -> 
     try:
         known = graphs.operands(graph)
         out_shape = "x".join(map(str, graphs.outputs(graph)[0].shape))
+    except graphs.GraphError as exc:  # an op, attribute or shape the registry refuses
+        raise CaseFileError(f"{path}: malformed graph: {exc}") from None
     except Exception as exc:  # a graph the shape rules cannot follow
         raise CaseFileError(f"{path}: malformed graph: {type(exc).__name__}: {exc}") from None
     for operand in known.values():
@@ -232,13 +234,9 @@ def load_case_paths(
     return found
 
 
-def check_unique(cases: Sequence[Case], builtin: Iterable[str] | None = None) -> None:
+def check_unique(cases: Sequence[Case], builtin: Iterable[str]) -> None:
     """Refuse two user cases with one id, or a user case with a built-in case's id
-    (``builtin``: those ids; by default the built-in catalog's)."""
-    if builtin is None:
-        from pytest_xtc.conformance import builtin_cases
-
-        builtin = (c.id for c in builtin_cases())
+    (``builtin``: those ids)."""
     reserved = set(builtin)
     seen: dict[str, str] = {}
     for case in cases:

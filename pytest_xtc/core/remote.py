@@ -128,7 +128,7 @@ class IsolatedAdapter(TargetAdapter):
         """Done in the host when it loads the adapter."""
 
     def work(self, request: Any, limits: Mapping[str, float], first_phase: str) -> Any:
-        """One case's target work (``runner._target_work``) in a worker the host forks;
+        """One case's target work (``work.target_work``) in a worker the host forks;
         the host applies ``limits``, the call here the same plus a grace as a backstop.
         Raises ChildFailure as a direct worker would."""
         if self.broken is not None:
@@ -197,7 +197,7 @@ def _host_handler(
 
 
 def _inner_handler(adapter: TargetAdapter) -> isolation.Handler:
-    from pytest_xtc.core.runner import target_work
+    from pytest_xtc.core.work import target_work
 
     return lambda request, report: target_work(adapter, request, report, in_worker=True)
 

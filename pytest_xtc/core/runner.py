@@ -11,95 +11,32 @@ before any is made.
 from __future__ import annotations
 
 import contextlib
-import os
-import re
-import tempfile
-import time
-import traceback
-from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from pytest_xtc.core import checking, graphs, isolation, perf, placement, reference, remote
-from pytest_xtc.core.adapter import ONCE, InfrastructureError, TargetAdapter, Tier, Timing
+from pytest_xtc.core import checking, graphs, isolation, perf, reference, remote
+from pytest_xtc.core.adapter import TargetAdapter, Tier
 from pytest_xtc.core.cases import Case, case_bytes
 from pytest_xtc.core.limits import (
-    DEFAULT_MAX_CASE_BYTES,
-    check_budget,
     check_limit,
     worker_memory_limit,
 )
 from pytest_xtc.core.outcome import Outcome, Phase, Status
+from pytest_xtc.core.settings import Settings
+from pytest_xtc.core.work import (
+    Work,
+    WorkRequest,
+    describe_failure,
+    device_lock,
+    target_work,
+)
 
-LOCK_DIR_ENV = "XTC_LOCK_DIR"
+__all__ = ["Settings", "device_lock", "run_case"]
+
 DEVICE_WAIT_S = 3600.0  # longest wait for a device another worker holds
-
-
-@dataclass
-class Settings:
-    """How cases run; the same for every case of a session."""
-
-    base_seed: int = 0
-    isolate: bool = True
-    timing: Timing = ONCE
-    repeat_check: bool = False  # run twice, flag results that differ bit for bit
-    limits: dict[str, float] = field(default_factory=dict)  # overrides: compile, run
-    perf: bool = True  # record the performance of passed cases (kernel times from ``timing``)
-    peak: bool = False  # also the fraction of the device's peak (costs a measurement)
-    max_case_bytes: int = DEFAULT_MAX_CASE_BYTES  # a case needing more is skipped, saying so
-
-    def __post_init__(self) -> None:
-        """Refuse limits that are not finite and positive (ValueError naming the option)."""
-        for phase, value in self.limits.items():
-            self.limits[phase] = check_limit(f"--xtc-{phase}-timeout", value)
-        check_budget("--xtc-max-case-bytes", self.max_case_bytes)
-
-
-@dataclass
-class _Work:
-    """What the target's side of a case sends back to the checking side."""
-
-    phase: Phase = Phase.COMPILE
-    failure: str = ""
-    infrastructure: bool = False
-    compile_s: float = 0.0
-    run_s: float = 0.0
-    times: list[float] = field(default_factory=list)
-    inputs: list[np.ndarray] = field(default_factory=list)
-    outputs: list[np.ndarray] = field(default_factory=list)
-    second: list[np.ndarray] | None = None  # outputs of the repeat-check run
-
-
-def _failure(exc: BaseException) -> str:
-    """The exception and where it was raised, in a few lines."""
-    if not isinstance(exc, Exception):  # SystemExit, KeyboardInterrupt...
-        return f"{type(exc).__name__}: {exc}"
-    frames = traceback.extract_tb(exc.__traceback__)[-3:]
-    where = "; ".join(f"{Path(f.filename).name}:{f.lineno} in {f.name}" for f in frames)
-    return f"{type(exc).__name__}: {exc}" + (f" [{where}]" if where else "")
-
-
-def _is_infrastructure(exc: BaseException, phase: str) -> bool:
-    """A toolchain that is missing a file or cannot start, or an adapter's own say-so."""
-    return isinstance(exc, InfrastructureError) or (
-        phase == Phase.COMPILE and isinstance(exc, OSError)
-    )
-
-
-def device_lock(key: str | None) -> AbstractContextManager[Any]:
-    """A cross-process lock for one physical device (``filelock``); none for ``None``."""
-    if key is None:
-        return nullcontext()
-    from filelock import FileLock
-
-    folder = Path(os.environ.get(LOCK_DIR_ENV) or Path(tempfile.gettempdir()) / "pytest-xtc-locks")
-    folder.mkdir(parents=True, exist_ok=True)
-    return FileLock(str(folder / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', key)}.lock"))
 
 
 _workers: dict[int, isolation.Worker] = {}
@@ -145,7 +82,10 @@ def run_case(
         missing = adapter.capabilities().missing(case)
     except Exception as exc:
         return _end(
-            outcome, Status.FAILED, Phase.CAPABILITIES, f"capabilities() raised {_failure(exc)}"
+            outcome,
+            Status.FAILED,
+            Phase.CAPABILITIES,
+            f"capabilities() raised {describe_failure(exc)}",
         )
     if missing:
         return _end(outcome, Status.NOT_SUPPORTED, Phase.CAPABILITIES, f"{adapter.name}: {missing}")
@@ -160,7 +100,7 @@ def run_case(
     try:
         limits = _limits(adapter, settings)
     except Exception as exc:
-        return _end(outcome, Status.FAILED, Phase.COMPILE, f"time limits: {_failure(exc)}")
+        return _end(outcome, Status.FAILED, Phase.COMPILE, f"time limits: {describe_failure(exc)}")
 
     execute = probe.tier is Tier.EXECUTE
     inputs: list[np.ndarray] = []
@@ -169,10 +109,10 @@ def run_case(
         outcome.seed = case.seed(settings.base_seed)
         inputs = case.make_inputs(outcome.seed)
         outputs = [np.full(o.shape, np.nan, o.dtype) for o in graphs.outputs(case.graph)]
-    request = _Request(case, workdir, inputs, outputs, execute, settings)
+    request = WorkRequest(case, workdir, inputs, outputs, execute, settings)
     try:
         if isinstance(adapter, remote.IsolatedAdapter):
-            done: _Work = adapter.work(request, limits, Phase.COMPILE.value)
+            done: Work = adapter.work(request, limits, Phase.COMPILE.value)
         elif settings.isolate and isolation.available():
             done = _worker(adapter, workdir).call(request, limits, Phase.COMPILE.value)
         else:
@@ -206,77 +146,10 @@ def _perf(
         peak = perf.device_peak(adapter, case.dtype) if with_peak else None
         return perf.record(case.graph, inputs, times, settings.timing, peak)
     except Exception as exc:
-        return {"error": _failure(exc)}
+        return {"error": describe_failure(exc)}
 
 
-@dataclass
-class _Request:
-    """One case's target work, as sent to the worker."""
-
-    case: Case
-    workdir: Path
-    inputs: list[np.ndarray]
-    outputs: list[np.ndarray]
-    execute: bool
-    settings: Settings
-
-
-def target_work(
-    adapter: TargetAdapter,
-    request: _Request,
-    report: Callable[[str], None],
-    in_worker: bool = False,
-) -> _Work:
-    """The target's side of a case, run in a worker (or in process without isolation).
-    Whatever the adapter raises fails the case with its cause named, ``SystemExit`` and
-    ``KeyboardInterrupt`` included (in process, a KeyboardInterrupt is the user's: it
-    propagates)."""
-    case, workdir, inputs, outputs = request.case, request.workdir, request.inputs, request.outputs
-    execute, settings = request.execute, request.settings
-    done = _Work()
-    phase = Phase.COMPILE
-    try:
-        start = time.perf_counter()
-        artifact = adapter.compile(case, workdir)
-        done.compile_s = time.perf_counter() - start
-        if case.placement is not None:
-            phase = Phase.PLACEMENT
-            placement.check(case, artifact.directory)
-        if not execute:
-            phase = Phase.CHECK_ARTIFACT
-            adapter.check_artifact(case, artifact)
-            done.phase = phase
-            return done
-        phase = Phase.WAIT_DEVICE
-        report(phase)
-        with device_lock(adapter.lock_key()):
-            phase = Phase.RUN
-            report(phase)
-            first = [a.copy() for a in inputs]
-            start = time.perf_counter()
-            result = adapter.run(artifact, first, outputs, settings.timing)
-            done.run_s = time.perf_counter() - start
-            if settings.repeat_check:
-                again = [np.full_like(o, np.nan) for o in outputs]
-                adapter.run(artifact, [a.copy() for a in inputs], again, ONCE)
-                done.second = again
-        done.phase, done.times, done.inputs, done.outputs = (
-            Phase.CHECK,
-            result.times,
-            first,
-            outputs,
-        )
-    except Exception as exc:
-        done.phase, done.failure = phase, f"{phase} failed: {_failure(exc)}"
-        done.infrastructure = _is_infrastructure(exc, phase)
-    except BaseException as exc:
-        if isinstance(exc, KeyboardInterrupt) and not in_worker:
-            raise
-        done.phase, done.failure = phase, f"{phase} raised {_failure(exc)}"
-    return done
-
-
-def _check(outcome: Outcome, case: Case, pristine: list[np.ndarray], done: _Work) -> Outcome:
+def _check(outcome: Outcome, case: Case, pristine: list[np.ndarray], done: Work) -> Outcome:
     seed = outcome.seed
     in_names = [o.name for o in graphs.inputs(case.graph)]
     out_names = [o.name for o in graphs.outputs(case.graph)]

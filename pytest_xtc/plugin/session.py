@@ -35,7 +35,9 @@ def configure(config: pytest.Config) -> None:
                 if path is not None:
                     expectations.load(path)
         user_cases = load_case_paths(config.getoption("xtc_cases"))
-        check_unique(user_cases)
+        from pytest_xtc.conformance import builtin_cases
+
+        check_unique(user_cases, (c.id for c in builtin_cases()))
     except (registry.SelectionError, CaseFileError, expectations.ExpectationFileError) as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[state.KEY] = state.XtcSession(

@@ -1,0 +1,28 @@
+"""How cases run: the settings every case of a session shares. No pytest."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pytest_xtc.core.adapter import ONCE, Timing
+from pytest_xtc.core.limits import DEFAULT_MAX_CASE_BYTES, check_budget, check_limit
+
+
+@dataclass
+class Settings:
+    """How cases run; the same for every case of a session."""
+
+    base_seed: int = 0
+    isolate: bool = True
+    timing: Timing = ONCE
+    repeat_check: bool = False  # run twice, flag results that differ bit for bit
+    limits: dict[str, float] = field(default_factory=dict)  # overrides: compile, run
+    perf: bool = True  # record the performance of passed cases (kernel times from ``timing``)
+    peak: bool = False  # also the fraction of the device's peak (costs a measurement)
+    max_case_bytes: int = DEFAULT_MAX_CASE_BYTES  # a case needing more is skipped, saying so
+
+    def __post_init__(self) -> None:
+        """Refuse limits that are not finite and positive (ValueError naming the option)."""
+        for phase, value in self.limits.items():
+            self.limits[phase] = check_limit(f"--xtc-{phase}-timeout", value)
+        check_budget("--xtc-max-case-bytes", self.max_case_bytes)

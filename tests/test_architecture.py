@@ -1,0 +1,170 @@
+"""The layout holds: the core, the ops and the reports load without pytest, the package has
+no import circle, and the op registry refuses what it does not declare."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pytest_xtc import ops
+from pytest_xtc.core import graphs, perf, reference
+from pytest_xtc.ops.builder import GraphBuilder
+
+PACKAGE = Path(__file__).resolve().parents[1] / "pytest_xtc"
+PYTEST_FREE = ("core", "ops", "report")
+
+
+def modules_of(folder: Path) -> list[str]:
+    return sorted(
+        ".".join(p.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(".__init__")
+        for p in folder.rglob("*.py")
+    )
+
+
+def test_core_ops_and_report_load_without_pytest() -> None:
+    names = [m for part in PYTEST_FREE for m in modules_of(PACKAGE / part)]
+    script = textwrap.dedent(f"""
+        import importlib, sys
+        class NoPytest:
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] in ("pytest", "_pytest"):
+                    raise ImportError("pytest imported by " + name)
+        sys.meta_path.insert(0, NoPytest())
+        for name in {names!r}:
+            importlib.import_module(name)
+        print(len({names!r}))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout) == len(names) > 20
+
+
+def imports(path: Path, module: str, modules: set[str]) -> set[str]:
+    """Every pytest_xtc module that ``path`` imports, at any level of its code
+    (``from package import module`` counts as importing that module alone)."""
+    found = set()
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parts, *([base] if base else [])])
+            subs = {f"{base}.{a.name}" for a in node.names} & modules
+            found |= subs if len(subs) == len(node.names) else {base, *subs}
+    return {name for name in found if name.startswith("pytest_xtc")}
+
+
+def test_the_package_has_no_import_circle() -> None:
+    files = {m: p for p in PACKAGE.rglob("*.py")
+             if (m := ".".join(p.relative_to(PACKAGE.parent).with_suffix("").parts)
+                 .removesuffix(".__init__"))}
+    graph = {m: {i for i in imports(p, m, set(files)) if i in files and i != m}
+             for m, p in files.items()}
+    # The top-level package only hands names on (lazily); deprecated shims re-export.
+    graph["pytest_xtc"] = set()
+    state: dict[str, int] = {}
+
+    def visit(module: str, path: list[str]) -> None:
+        state[module] = 1
+        for nxt in sorted(graph[module]):
+            if state.get(nxt) == 1:
+                cycle = [*path[path.index(nxt) :], nxt] if nxt in path else [module, nxt]
+                pytest.fail("import circle: " + " -> ".join(cycle))
+            if nxt not in state:
+                visit(nxt, [*path, nxt])
+        state[module] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+
+
+def node_graph(op: str, attrs: dict, shape: tuple[int, ...] = (3, 4)) -> dict:
+    return {"name": "g", "inputs": [{"uid": "%0", "expr": {"type": {
+        "shape": list(shape), "dtype": "float32"}}}],
+        "nodes": [{"name": "Y", "uid": "%1", "expr": {"op": {"name": op, "attrs": attrs},
+                                                       "args": ["%0"]}}],
+        "outputs": [{"uid": "%1"}]}
+
+
+def test_an_unknown_op_is_refused_naming_it() -> None:
+    with pytest.raises(graphs.GraphError, match="node 'Y': unknown op 'softmax'"):
+        graphs.nodes(node_graph("softmax", {}))
+
+
+def test_an_undeclared_attribute_is_refused_naming_op_and_attribute() -> None:
+    with pytest.raises(graphs.GraphError, match="op relu has no attribute alpha"):
+        graphs.nodes(node_graph("relu", {"alpha": 0.1}))
+    with pytest.raises(graphs.GraphError, match="op relu, attribute threshold='x'"):
+        graphs.nodes(node_graph("relu", {"threshold": "x"}))
+
+
+def test_relu_threshold_is_computed_not_ignored() -> None:
+    x = np.array([[-1.0, 0.25, 0.5, 2.0]] * 3)
+    (out,) = reference.forward(node_graph("relu", {"threshold": 0.5}), [x])
+    assert out.tolist()[0] == [0.5, 0.5, 0.5, 2.0]
+
+
+def test_unnamed_nodes_and_nd_matmul_operands_are_evaluated() -> None:
+    graph = {"inputs": [{"uid": "%0", "expr": {"type": {"shape": [4, 2, 3], "dtype": "float32"}}},
+                        {"uid": "%1", "expr": {"type": {"shape": [6, 5], "dtype": "float32"}}}],
+             "nodes": [{"uid": "%2", "expr": {"op": {"name": "matmul", "attrs": {}},
+                                              "args": ["%0", "%1"]}}],
+             "outputs": [{"uid": "%2"}]}
+    a, b = np.ones((4, 2, 3)), np.ones((6, 5))
+    ref = reference.evaluate(graph, [a, b])
+    assert ref.values[0].shape == (4, 5) and np.all(ref.values[0] == 6)
+    assert ref.reductions == {"%2": 6}
+
+
+NEGATE = '''
+import numpy as np
+from pytest_xtc.ops.spec import Op
+
+class Negate(Op):
+    name = "negate"
+    def shape(self, shapes, attrs):
+        return tuple(shapes[0])
+    def forward(self, args, attrs):
+        return np.negative(args[0])
+
+OP = Negate()
+
+def family(*shape, dtype="float32"):
+    from pytest_xtc.ops.builder import GraphBuilder
+    g = GraphBuilder("negate")
+    return g.output(g.node("negate", "Y", [g.tensor("X", shape, dtype)])), "x".join(map(str, shape))
+'''
+
+
+def test_adding_an_op_is_adding_one_module(tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "negate.py").write_text(NEGATE)
+    monkeypatch.setattr(ops, "__path__", [*ops.__path__, str(tmp_path)])
+    monkeypatch.setitem(sys.modules, "pytest_xtc.ops.negate", None)
+    del sys.modules["pytest_xtc.ops.negate"]
+    ops.modules.cache_clear()
+    try:
+        from pytest_xtc.conformance import families
+
+        graph, label = families._families()["negate"](2, 3)
+        x = np.arange(6.0).reshape(2, 3)
+        ref = reference.evaluate(graph, [x])
+        assert label == "2x3" and np.array_equal(ref.values[0], -x)
+        assert np.all(ref.bounds[0] == 0)  # moves values: bit-exact, by default
+        assert perf.flop_count(graph) == 0
+        g = GraphBuilder("g")
+        assert g.node("negate", "Z", [g.tensor("X", (4,), "float64")]).shape == (4,)
+    finally:
+        ops.modules.cache_clear()
+        sys.modules.pop("pytest_xtc.ops.negate", None)
