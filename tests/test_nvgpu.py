@@ -264,14 +264,16 @@ def test_fake_missing_xtc_backend(fake: Fake, monkeypatch: pytest.MonkeyPatch) -
     assert "XTC's MLIR nvgpu backend does not import: no module named mlir" in probe.reason
 
 
-def test_fake_probe_never_raises(fake: Fake, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fake_probe_that_raises_makes_the_target_unavailable(
+    fake: Fake, monkeypatch: pytest.MonkeyPatch
+) -> None:
     fake.toolkit()
 
     def explode() -> None:
         raise OSError("boom")
 
     monkeypatch.setattr(nvgpu, "find_gpus", explode)
-    probe = adapter(arch="sm_90").probe()
+    probe = adapter(arch="sm_90").status()  # status(): the probe, never raising
     assert probe.tier is Tier.UNAVAILABLE and "OSError: boom" in probe.reason
 
 

@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pytest_xtc.conformance import builtin_cases, families
+from pytest_xtc.conformance import builtin_cases
+from pytest_xtc.conformance.families import FAMILIES
 from pytest_xtc.core import checking, graphs, perf, reference
 from pytest_xtc.core.adapter import (
     ONCE,
@@ -31,16 +32,16 @@ from pytest_xtc.core.runner import Settings, run_case
 
 
 def test_flop_count_of_matmul_conv2d_and_graphs_holding_them() -> None:
-    assert perf.flop_count(families.matmul(13, 11, 7)[0]) == 2 * 13 * 11 * 7
-    assert perf.flop_count(families.matmul_relu(13, 11, 7)[0]) == 2 * 13 * 11 * 7
-    assert perf.flop_count(families.mlp(8, 64, 128, 10)[0]) == 2 * 8 * 128 * 64 + 2 * 8 * 10 * 128
+    assert perf.flop_count(FAMILIES["matmul"](13, 11, 7)[0]) == 2 * 13 * 11 * 7
+    assert perf.flop_count(FAMILIES["matmul+relu"](13, 11, 7)[0]) == 2 * 13 * 11 * 7
+    assert perf.flop_count(FAMILIES["mlp"](8, 64, 128, 10)[0]) == 2 * 8 * 128 * 64 + 2 * 8 * 10 * 128
     # 9x9 padded by 1 to 11x11, 3x3 window, stride 2: 5x5 outputs of 8 features over 3*3*3.
-    conv = families.conv2d(1, 9, 9, 3, 3, 3, 8, 2, 1)[0]
+    conv = FAMILIES["conv2d"](1, 9, 9, 3, 3, 3, 8, 2, 1)[0]
     assert perf.flop_count(conv) == 2 * 1 * 5 * 5 * 8 * 3 * 3 * 3
     assert (
-        perf.flop_count(families.conv2d(2, 11, 13, 5, 5, 5, 7, 2, 2)[0]) == 2 * 2 * 6 * 7 * 7 * 125
+        perf.flop_count(FAMILIES["conv2d"](2, 11, 13, 5, 5, 5, 7, 2, 2)[0]) == 2 * 2 * 6 * 7 * 7 * 125
     )
-    assert perf.flop_count(families.relu(5, 7)[0]) == 0
+    assert perf.flop_count(FAMILIES["relu"](5, 7)[0]) == 0
 
 
 def test_numpy_forward_keeps_the_dtype_and_is_itself_within_the_bound() -> None:
@@ -107,7 +108,7 @@ def test_spread() -> None:
 
 
 def test_record_is_plain_json_with_its_method() -> None:
-    graph, _ = families.matmul(8, 8, 8)
+    graph, _ = FAMILIES["matmul"](8, 8, 8)
     inputs = [np.ones((8, 8), np.float32)] * 2
     clock, _ = fake_clock(step=1e-6)  # every measurement of numpy lasts 1 us
     record = perf.record(graph, inputs, [1e-6, 2e-6, 3e-6], Timing(3, 1, 0), 1e9, clock)
@@ -122,7 +123,7 @@ def test_record_is_plain_json_with_its_method() -> None:
     assert record["peak_gflops"] == 1.0 and record["peak_fraction"] == pytest.approx(0.512)
     assert record["numpy_threads"] in (1, None)
 
-    relu = perf.record(families.relu(5, 7)[0], [np.ones((5, 7))], [1e-6], ONCE)
+    relu = perf.record(FAMILIES["relu"](5, 7)[0], [np.ones((5, 7))], [1e-6], ONCE)
     assert relu["flops"] is None and relu["gflops"] is None and relu["peak_fraction"] is None
     assert relu["numpy_median_s"] > 0
 

@@ -27,6 +27,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from pytest_xtc.core.cases import DEVICE, Case
+from pytest_xtc.core.versions import installed
 
 PLACEMENTS = ("host", "device", "mixed")
 KEYS = ("pattern", "ops", "dtypes", "placements", "primitives", "xtc")
@@ -147,9 +148,4 @@ def _version_in(version: str | None, spec: SpecifierSet) -> bool:
 
 def xtc_version() -> str | None:
     """The installed xtc-tools version, or None."""
-    from importlib import metadata
-
-    try:
-        return metadata.version("xtc-tools")
-    except metadata.PackageNotFoundError:
-        return None
+    return installed("xtc-tools").get("xtc-tools")

@@ -8,10 +8,8 @@ the library search path and loads it before XTC is imported, so no manual step i
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import ctypes.util
-import importlib.metadata as metadata
 import os
 import sys
 import sysconfig
@@ -20,9 +18,13 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from pytest_xtc.core import graphs
+from pytest_xtc.core.adapter import ONCE, RunResult, Timing
 from pytest_xtc.core.cases import DEVICE, Case
 from pytest_xtc.core.placement import SOURCE_IR
+from pytest_xtc.core.versions import installed
 
 XTC_DISTRIBUTIONS = (
     "xtc-tools",
@@ -56,11 +58,7 @@ def bootstrap() -> str | None:
 
 def versions(*names: str) -> dict[str, str]:
     """Installed versions of the named distributions (XTC's by default)."""
-    found = {}
-    for name in names or XTC_DISTRIBUTIONS:
-        with contextlib.suppress(metadata.PackageNotFoundError):
-            found[name] = metadata.version(name)
-    return found
+    return installed(*(names or XTC_DISTRIBUTIONS))
 
 
 def import_mlir_backend() -> Any:
@@ -132,10 +130,15 @@ def _tuples(value: Any) -> Any:
     return value
 
 
+def new_scheduler(backend: Any, case: Case) -> Any:
+    """A fresh scheduler of ``backend`` on the node the case's schedule applies to."""
+    node = case.schedule.node
+    return backend.get_scheduler(default_node=node) if node else backend.get_scheduler()
+
+
 def schedule(backend: Any, case: Case, extra: Sequence[tuple[str, tuple[Any, ...]]] = ()) -> Any:
     """Apply the case's scheduler calls (then ``extra``, a target's own) and schedule."""
-    node = case.schedule.node
-    scheduler = backend.get_scheduler(default_node=node) if node else backend.get_scheduler()
+    scheduler = new_scheduler(backend, case)
     loops = set(scheduler.get_loop_nest().abstract_dims)
     for primitive, args in (*case.schedule.steps, *extra):
         _check_loops(primitive, args, loops)
@@ -203,3 +206,32 @@ def compile_case(
         target=target, shared_lib=True, dump_file=str(workdir / "kernel"), **compiler_options
     )
     return compiler.compile(sched)
+
+
+def evaluate(
+    module: Any,
+    inputs: Sequence[np.ndarray],
+    outputs: Sequence[np.ndarray],
+    timing: Timing = ONCE,
+    runtimes: Sequence[Any] | None = None,
+) -> RunResult:
+    """Run an XTC module through its evaluator; outputs and the kernel's view of its
+    inputs are copied back into the given arrays. ``runtimes`` gives each operand's
+    (inputs, then outputs) XTC runtime: a device places it there; None, the host."""
+    from xtc.runtimes.types.ndarray import NDArray
+
+    arrays = [*inputs, *outputs]
+    where = runtimes or [None] * len(arrays)
+    nd = [NDArray(a, runtime=r) for a, r in zip(arrays, where, strict=True)]
+    evaluator = module.get_evaluator(
+        parameters=(nd[: len(inputs)], nd[len(inputs) :]),
+        repeat=timing.repeat,
+        number=timing.number,
+        min_repeat_ms=timing.min_repeat_ms,
+    )
+    times, code, error = evaluator.evaluate()
+    if code != 0:
+        raise RuntimeError(f"XTC evaluator returned code {code}: {error}")
+    for handle, array in zip(nd, arrays, strict=True):
+        handle.numpy(out=array)
+    return RunResult(times=[float(t) for t in times])

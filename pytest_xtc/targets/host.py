@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -20,6 +19,7 @@ from pytest_xtc.core.adapter import (
     Timing,
 )
 from pytest_xtc.core.cases import HOST, Case
+from pytest_xtc.core.xtc_env import evaluate as evaluate  # the name vendors use
 
 
 class HostTarget(TargetAdapter):
@@ -53,7 +53,7 @@ class HostTarget(TargetAdapter):
         outputs: Sequence[np.ndarray],
         timing: Timing = ONCE,
     ) -> RunResult:
-        return evaluate(artifact.handle, inputs, outputs, timing)
+        return xtc_env.evaluate(artifact.handle, inputs, outputs, timing)
 
     def prepare(self, workdir: Path) -> None:
         """Import XTC's backend and build its host runtime once, so that a worker forked
@@ -69,32 +69,3 @@ class HostTarget(TargetAdapter):
         # XTC measures fused multiply-adds per second, one core: two FLOPs each.
         peak = 2.0 * float(HostRuntime.get().evaluate_flops(dtype))
         return peak or None
-
-
-def evaluate(
-    module: Any,
-    inputs: Sequence[np.ndarray],
-    outputs: Sequence[np.ndarray],
-    timing: Timing = ONCE,
-    runtimes: Sequence[Any] | None = None,
-) -> RunResult:
-    """Run an XTC module through its evaluator; outputs and the kernel's view of its
-    inputs are copied back into the given arrays. ``runtimes`` gives each operand's
-    (inputs, then outputs) XTC runtime: a device places it there; None, the host."""
-    from xtc.runtimes.types.ndarray import NDArray
-
-    arrays = [*inputs, *outputs]
-    where = runtimes or [None] * len(arrays)
-    nd = [NDArray(a, runtime=r) for a, r in zip(arrays, where, strict=True)]
-    evaluator = module.get_evaluator(
-        parameters=(nd[: len(inputs)], nd[len(inputs) :]),
-        repeat=timing.repeat,
-        number=timing.number,
-        min_repeat_ms=timing.min_repeat_ms,
-    )
-    times, code, error = evaluator.evaluate()
-    if code != 0:
-        raise RuntimeError(f"XTC evaluator returned code {code}: {error}")
-    for handle, array in zip(nd, arrays, strict=True):
-        handle.numpy(out=array)
-    return RunResult(times=[float(t) for t in times])

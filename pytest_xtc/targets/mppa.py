@@ -104,12 +104,6 @@ class MppaTarget(TargetAdapter):
     # -- probing --------------------------------------------------------------------------
 
     def probe(self) -> Probe:
-        try:
-            return self._probe()
-        except Exception as exc:  # a probe never raises
-            return Probe(Tier.UNAVAILABLE, f"MPPA probe failed: {type(exc).__name__}: {exc}")
-
-    def _probe(self) -> Probe:
         if host_platform.system() == "Darwin":
             return Probe(Tier.UNAVAILABLE, "MPPA is not supported on Darwin")
         if self._config_error:
@@ -250,11 +244,9 @@ class MppaTarget(TargetAdapter):
         outputs: Sequence[np.ndarray],
         timing: Timing = ONCE,
     ) -> RunResult:
-        from pytest_xtc.targets.host import evaluate
-
         # XTC's MPPA evaluator takes one call per measurement and no minimum duration.
         with self._xtc_env():
-            return evaluate(artifact.handle, inputs, outputs, Timing(timing.repeat, 1, 0))
+            return xtc_env.evaluate(artifact.handle, inputs, outputs, Timing(timing.repeat, 1, 0))
 
     def device(self, workdir: Path) -> Any:
         """XTC's MppaDevice for this platform, made at first use. It is one per process, so

@@ -118,12 +118,6 @@ class NvgpuTarget(TargetAdapter):
     # -- probing ---------------------------------------------------------------------------
 
     def probe(self) -> Probe:
-        try:
-            return self._probe()
-        except Exception as exc:  # probe() never raises
-            return Probe(Tier.UNAVAILABLE, f"nvgpu probe failed: {type(exc).__name__}: {exc}")
-
-    def _probe(self) -> Probe:
         if platform.system() == "Darwin":
             return Probe(Tier.UNAVAILABLE, "nvgpu is not supported on Darwin")
         arch = self.spec.options.get(ARCH_OPTION) or None
@@ -326,8 +320,7 @@ def gpu_steps(graph: Any, backend: Any, case: Case) -> list[tuple[str, tuple[Any
 
     XTC maps parallelized loops to the GPU; a one-iteration loop is folded away.
     """
-    node = case.schedule.node
-    scheduler = backend.get_scheduler(default_node=node) if node else backend.get_scheduler()
+    scheduler = xtc_env.new_scheduler(backend, case)
     for primitive, args in case.schedule.steps:
         getattr(scheduler, primitive)(*args)
     nest = scheduler.get_loop_nest().root_node
@@ -494,8 +487,6 @@ def evaluate(
 ) -> RunResult:
     """Run through XTC's GPU evaluator: device operands are copied to GPU memory and back,
     host operands are mapped; results land in ``outputs``."""
-    from pytest_xtc.targets import host
-
     runtimes = [gpu if on else None for on in compiled.on_device]
-    return host.evaluate(compiled.module, inputs, outputs, timing, runtimes)
+    return xtc_env.evaluate(compiled.module, inputs, outputs, timing, runtimes)
 
