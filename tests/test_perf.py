@@ -34,12 +34,15 @@ from pytest_xtc.core.runner import Settings, run_case
 def test_flop_count_of_matmul_conv2d_and_graphs_holding_them() -> None:
     assert perf.flop_count(FAMILIES["matmul"](13, 11, 7)[0]) == 2 * 13 * 11 * 7
     assert perf.flop_count(FAMILIES["matmul+relu"](13, 11, 7)[0]) == 2 * 13 * 11 * 7
-    assert perf.flop_count(FAMILIES["mlp"](8, 64, 128, 10)[0]) == 2 * 8 * 128 * 64 + 2 * 8 * 10 * 128
+    assert (
+        perf.flop_count(FAMILIES["mlp"](8, 64, 128, 10)[0]) == 2 * 8 * 128 * 64 + 2 * 8 * 10 * 128
+    )
     # 9x9 padded by 1 to 11x11, 3x3 window, stride 2: 5x5 outputs of 8 features over 3*3*3.
     conv = FAMILIES["conv2d"](1, 9, 9, 3, 3, 3, 8, 2, 1)[0]
     assert perf.flop_count(conv) == 2 * 1 * 5 * 5 * 8 * 3 * 3 * 3
     assert (
-        perf.flop_count(FAMILIES["conv2d"](2, 11, 13, 5, 5, 5, 7, 2, 2)[0]) == 2 * 2 * 6 * 7 * 7 * 125
+        perf.flop_count(FAMILIES["conv2d"](2, 11, 13, 5, 5, 5, 7, 2, 2)[0])
+        == 2 * 2 * 6 * 7 * 7 * 125
     )
     assert perf.flop_count(FAMILIES["relu"](5, 7)[0]) == 0
 
