@@ -35,16 +35,25 @@ def configure(config: pytest.Config) -> None:
                 if path is not None:
                     expectations.load(path)
         user_cases = load_case_paths(config.getoption("xtc_cases"))
+        if config.getoption("xtc_only_cases") and not config.getoption("xtc_cases"):
+            raise registry.SelectionError("--xtc-only-cases needs --xtc-cases=PATH")
         check_unique(user_cases)
     except (registry.SelectionError, CaseFileError, expectations.ExpectationFileError) as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[state.KEY] = state.XtcSession(
-        selection, explicit, adapters, user_cases, adapter_options=values
+        selection,
+        explicit,
+        adapters,
+        user_cases,
+        adapter_options=values,
+        builtin=not config.getoption("xtc_only_cases"),
+        case_ids=frozenset(options.case_ids(config.getoption("xtc_case"))),
     )
+    collection.register_markers(config)
     for module in (collection, outcomes, benchmarking):
         config.pluginmanager.register(module, f"xtc-{module.__name__.rpartition('.')[2]}-hooks")
     config.pluginmanager.register(OutcomeCollector(config), "xtc-summary")
     sharding.configure(config)
     reporting.configure(config)
-    if explicit or user_cases:
+    if explicit or user_cases or config.getoption("xtc_case"):
         collection.add_suite_to_args(config)
