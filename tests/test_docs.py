@@ -126,10 +126,11 @@ def ci_commands() -> tuple[list[str], list[str]]:
 def tox_envs() -> set[str]:
     parser = configparser.ConfigParser(interpolation=None)
     parser.read(ROOT / "tox.ini")
-    listed = re.split(r"[\s,]+", parser.get("tox", "env_list", fallback="").strip())
-    return {s.split(":", 1)[1] for s in parser.sections() if s.startswith("testenv:")} | {
-        e for e in listed if e
-    }
+    from tests.test_ci_config import env_list, generated
+
+    listed = env_list(parser.get("tox", "env_list", fallback=""))
+    return {n for s in parser.sections() if s.startswith("testenv:")
+            for n in generated(s.split(":", 1)[1])} | set(listed)
 
 
 def narrow_run(argv: list[str]) -> str:

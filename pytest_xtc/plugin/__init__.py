@@ -67,10 +67,12 @@ def uses_xtc(config: pytest.Config) -> bool:
 def pytest_cmdline_main(config: pytest.Config) -> int | None:
     if not config.getoption("xtc_list_targets"):
         return None
+    import shutil
+
     from pytest_xtc.core import registry
     from pytest_xtc.report.text import format_targets
 
-    width = config.get_terminal_writer().fullwidth
+    width = min(shutil.get_terminal_size().columns, 120)
     adapters = registry.resolve("all", options.adapter_settings(config))
     print(format_targets(adapters, width=width))
     return 0
