@@ -241,3 +241,40 @@ def test_footprint_benchmark_runs(tmp_path: Path) -> None:
                           env=subprocess_env(), check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     assert re.search(r"median difference: -?[\d.]+ ms; ratio [\d.]+", done.stdout), done.stdout
+
+
+# -- readability -----------------------------------------------------------------------
+
+
+def test_tables_fit_80_columns_and_times_read_in_human_units() -> None:
+    from pytest_xtc.report.text import human_time, table
+
+    reason = "KALRAY_TOOLCHAIN_DIR is not set (needs the Kalray toolchain with kvx-cos-gcc)"
+    text = table(["target", "status", "reason", "versions found"],
+                 [["mppa-qemu", "unavailable", reason, "mppa-platform qemu, mppa-arch kv3-2"]])
+    assert max(len(line) for line in text.splitlines()) <= 80, text
+    assert "kvx-cos-gcc" in text.replace("\n", " ").replace(" ", "")  # wrapped, not cut
+    assert [human_time(t) for t in (4.12e-7, 2.5e-5, 0.012239, 3.2)] == [
+        "412 ns", "25 µs", "12.2 ms", "3.2 s"]
+
+
+def test_perf_chart_is_log_scale_split_by_dtype_and_size(monkeypatch) -> None:
+    import importlib.util
+
+    from pytest_xtc.report import chart
+
+    records = [
+        {"target": "host", "case": f"matmul-{dtype}-{n}x{n}x{n}-none",
+         "perf": {"gflops": g, "numpy_gflops": 1.0, "flops": 2 * n**3}}
+        for dtype, n, g in (("float32", 4, 0.01), ("float32", 256, 20.0), ("float64", 4, 0.02))
+    ]
+    assert set(chart.gflops_by_group(records)) == {
+        "host matmul float32 small", "host matmul float32 large", "host matmul float64 small"}
+    if importlib.util.find_spec("matplotlib") is not None:
+        svg = chart.render(records)
+        assert svg is not None and "log scale" in svg
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "matplotlib" else real(name, *a))
+    with pytest.warns(UserWarning, match=r"matplotlib is not installed.*\[report\]"):
+        assert chart.render(records) is None
