@@ -189,7 +189,9 @@ def test_installed_example_is_listed_with_its_option(example_venv: Path, tmp_pat
     listing = run([example_venv / "pytest", "-p", "no:cacheprovider", "--xtc-list-targets"],
                   tmp_path, env)
     assert listing.returncode == 0, listing.stdout + listing.stderr
-    row = next((line for line in listing.stdout.splitlines() if line.startswith(TARGET)), "")
+    from tests.test_plugin import listed_rows
+
+    row = listed_rows(listing.stdout.splitlines()).get(TARGET, "")
     assert "available" in row and "xtc-example-adapter 0.1.0" in row, listing.stdout
     assert any(line.startswith("host ") for line in listing.stdout.splitlines())
     cli = run([example_venv / "xtc-conformance", "list"], tmp_path, env)

@@ -2,7 +2,8 @@
 kernels with their GFLOP/s, the expected-failure entries this run did not use (when it
 ran a target's whole case set), and ``--xtc-update-expectations``.
 
-Everything fits the terminal's width (80 columns without a terminal) and is coloured
+Its tables fit the terminal's width (80 columns without a terminal; reason lines stay whole,
+for grep) and it is coloured
 through pytest's own markup, so ``--color=no`` and ``NO_COLOR`` apply.
 """
 
@@ -110,8 +111,8 @@ class OutcomeCollector:
                 write(line, **colour)
         for target in sorted(reasons):
             for reason, n in reasons[target].most_common():
-                for line in textwrap.wrap(f"{n} x {reason}", width - 2, break_on_hyphens=False):
-                    write(f"  {line}", yellow=True)
+                # one line each (not wrapped: a reason is searched for as a whole)
+                write(f"  {n} x {reason}", yellow=True)
         slowest = self.slowest()
         if slowest:
             write("")
