@@ -2,9 +2,9 @@
 kernels with their GFLOP/s, the expected-failure entries this run did not use (when it
 ran a target's whole case set), and ``--xtc-update-expectations``.
 
-Its tables fit the terminal's width (80 columns without a terminal; reason lines stay whole,
-for grep) and it is coloured
-through pytest's own markup, so ``--color=no`` and ``NO_COLOR`` apply.
+Its tables fit the terminal's width (80 columns without a terminal; reason lines stay
+whole, for grep), coloured through pytest's own markup (``--color=no`` and ``NO_COLOR``
+apply).
 """
 
 from __future__ import annotations
