@@ -89,9 +89,15 @@ def pip_offline_env() -> dict[str, str]:
 
 def clean_env(bin_dir: Path, extra: Mapping[str, str] = {}) -> dict[str, str]:
     """This process's environment without pytest's and XTC's settings (so the runs below
-    see no PYTEST_ADDOPTS, no XTC_TEST_TARGETS), ``bin_dir`` first on PATH."""
+    see no PYTEST_ADDOPTS, no XTC_TEST_TARGETS) nor PYTHONPATH (but this checkout, when
+    PYTHONPATH holds it), ``bin_dir`` first on PATH."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("PYTEST_", "XTC_")) and k != "PYTHONPATH"}
+    # The code under test: where PYTHONPATH put this tree's pytest_xtc ahead of an
+    # installed one, the fresh environment's runs use it too (and nothing else of it).
+    paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    if str(ROOT) in paths:
+        env["PYTHONPATH"] = str(ROOT)
     env["PATH"] = os.pathsep.join([str(bin_dir), env.get("PATH", "")])
     env.update(extra)
     return env
