@@ -147,11 +147,17 @@ def test_case_selection_by_id_and_only_own_cases(pytester) -> None:
         "# two cases\nhost-matmul-float32-13x11x7-tile\nrelu-float32-5x7-none\n"
     )
     chosen = shell(["pytest", "--xtc-target=host,host-c", "--xtc-case=@ids.txt",
-                    "--xtc-case=host-c-pad-float32-5x7-p1-none", "--co", "-q"], pytester.path)
+                    "--xtc-case=host-c-pad-float32-5x7-pad0:1-2_1:0-3-none", "--co", "-q"],
+                   pytester.path)
     got = set(re.findall(r"test_conformance\[([^\]]+)\]", chosen.stdout))
     assert got == {"host-matmul-float32-13x11x7-tile", "host-relu-float32-5x7-none",
-                   "host-c-relu-float32-5x7-none"} | (
-        {"host-c-pad-float32-5x7-p1-none"} & got), chosen.stdout + chosen.stderr
+                   "host-c-relu-float32-5x7-none", "host-c-pad-float32-5x7-pad0:1-2_1:0-3-none"
+                   }, chosen.stdout + chosen.stderr
+    unknown = shell(["pytest", "--xtc-target=host", "--xtc-case=host-no-such-case", "--co"],
+                    pytester.path)
+    assert unknown.returncode != 0
+    assert "--xtc-case: no case of the selected targets has the id host-no-such-case" in (
+        unknown.stdout + unknown.stderr)
     alone = shell(["pytest", "--xtc-target=host", "--xtc-only-cases", "--co"], pytester.path)
     assert alone.returncode == pytest.ExitCode.USAGE_ERROR, alone.stdout
 

@@ -154,6 +154,14 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         for case in cases_for(adapter, cases)
         if session.selected(adapter.name, case.id)
     ]
+    if session.case_ids:
+        found = {i for adapter, case in chosen for i in (case.id, f"{adapter.name}-{case.id}")}
+        unknown = sorted(session.case_ids - found)
+        if unknown:
+            raise pytest.UsageError(
+                f"--xtc-case: no case of the selected targets has the id {', '.join(unknown)} "
+                "(ids read TARGET-CASE as in the test ids, or CASE for every target)"
+            )
     _declare(
         metafunc.config,
         {
