@@ -284,3 +284,15 @@ def test_perf_chart_is_log_scale_split_by_dtype_and_size(monkeypatch) -> None:
                         lambda name, *a: None if name == "matplotlib" else real(name, *a))
     with pytest.warns(UserWarning, match=r"matplotlib is not installed.*\[report\]"):
         assert chart.render(records) is None
+
+
+def test_option_defaults_agree_with_the_core() -> None:
+    """options.py keeps its own copies (it imports nothing of the core): they must agree."""
+    from pytest_xtc.core import registry
+    from pytest_xtc.core.perf import DEFAULT_TIMING
+    from pytest_xtc.plugin import options
+
+    assert options.DEFAULT_SELECTION == registry.DEFAULT_SELECTION
+    assert DEFAULT_TIMING.repeat == options.DEFAULT_REPEAT
+    assert DEFAULT_TIMING.number == options.DEFAULT_NUMBER
+    assert DEFAULT_TIMING.min_repeat_ms == options.DEFAULT_MIN_REPEAT_MS
