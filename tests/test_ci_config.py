@@ -29,15 +29,23 @@ ROOT = Path(__file__).resolve().parent.parent
 WORKFLOW = ROOT / ".github" / "workflows" / "conformance.yml"
 #: tox env -> the platforms (runs-on) that must run it; "self-hosted" for a device runner.
 TARGET_JOBS = {
-    "host": {"ubuntu-latest", "macos-latest"},
-    "host-c": {"ubuntu-latest"},
+    "host-xtc031": {"ubuntu-latest"},
+    "host-xtc032": {"ubuntu-latest", "macos-latest"},
+    "host-c-xtc031": {"ubuntu-latest"},
+    "host-c-xtc032": {"ubuntu-latest"},
     "nvgpu-compile": {"ubuntu-latest"},
     "nvgpu": {"self-hosted"},
     "mppa-iss": {"self-hosted"},
     "mppa-qemu": {"self-hosted"},
     "mppa-hw": {"self-hosted"},
 }
+#: Target envs for people (the newest XTC that pip picks); CI runs their pinned factors.
+BASE_ENVS = {"host", "host-c"}
 TOOL_ENVS = {"plugin", "lint", "type"}
+DEVICE_ENVS = {"nvgpu", "mppa-iss", "mppa-qemu", "mppa-hw"}
+#: The XTC versions the suite is tested with: tox factor -> xtc-tools version.
+XTC_FACTORS = {"xtc031": "0.3.1", "xtc032": "0.3.2"}
+PYTHONS = {"3.11", "3.12"}
 REPORT = "report"
 
 
@@ -54,8 +62,44 @@ def tox_ini() -> configparser.ConfigParser:
     return parser
 
 
+def generated(name: str) -> list[str]:
+    """The names a generative tox name stands for: ``a-{b,c}`` -> ``a-b``, ``a-c``."""
+    found = re.search(r"\{([^{}]*)\}", name)
+    if not found:
+        return [name]
+    return [n for part in found[1].split(",")
+            for n in generated(name[:found.start()] + part.strip() + name[found.end():])]
+
+
+def env_list(text: str) -> list[str]:
+    """tox's env_list, generative names expanded (commas inside braces kept together)."""
+    names = re.findall(r"[^\s,{}]*(?:\{[^{}]*\}[^\s,{}]*)*", text)
+    return [n for name in names if name for n in generated(name)]
+
+
+def section_of(env: str) -> str:
+    """The tox.ini section that defines ``env`` (possibly a generative one)."""
+    for section in tox_ini().sections():
+        if section.startswith("testenv:") and env in generated(section.split(":", 1)[1]):
+            return section
+    raise KeyError(env)
+
+
 def tox_sections() -> set[str]:
-    return {s.split(":", 1)[1] for s in tox_ini().sections() if s.startswith("testenv:")}
+    return {name for s in tox_ini().sections() if s.startswith("testenv:")
+            for name in generated(s.split(":", 1)[1])}
+
+
+def setting(env: str, key: str) -> str:
+    """A setting of an env, from its section or, through ``base``, the sections it names."""
+    parser = tox_ini()
+    section = section_of(env)
+    if parser.has_option(section, key):
+        return parser.get(section, key)
+    for base in re.split(r"[\s,]+", parser.get(section, "base", fallback="").strip()):
+        if base and base != "testenv":
+            return setting(base, key)
+    return parser.get("testenv", key, fallback="")
 
 
 def variants(job: dict[str, Any]) -> list[dict[str, Any]]:
@@ -88,9 +132,12 @@ def tox_calls(script: str) -> list[tuple[list[str], list[str]]]:
     """(envs, posargs) of each ``tox -e ...`` command of a shell script."""
     calls = []
     for line in script.splitlines():
-        argv = shlex.split(line)
-        if argv[:1] != ["tox"] or "-e" not in argv or "--notest" in argv:
-            continue  # not a tox run (--notest only creates the environment)
+        try:
+            argv = shlex.split(line)
+        except ValueError:  # a line of a longer shell construct
+            continue
+        if argv[:1] != ["tox"] or "-e" not in argv or "--notest" in argv or "exec" in argv:
+            continue  # not a tox run (--notest creates the environment, exec uses it)
         envs = argv[argv.index("-e") + 1].split(",")
         calls.append((envs, argv[argv.index("--") + 1:] if "--" in argv else []))
     return calls
@@ -123,12 +170,65 @@ def test_workflow_parses_and_every_job_has_steps() -> None:
         assert platform_of(job, variant)
 
 
-def test_every_job_sets_up_python_311_and_installs_the_dev_extras() -> None:
-    for name, job, _ in jobs():
+def test_jobs_cover_two_pythons_and_install_the_project_once() -> None:
+    """Each job installs the project once: through tox (the job installs tox only), or,
+    in the wheel job, the built wheel into one fresh environment."""
+    pythons = set()
+    for name, job, variant in jobs():
         setups = [s for s in job["steps"] if s.get("uses", "").startswith("actions/setup-python@")]
-        assert setups and str(setups[0]["with"]["python-version"]) == "3.11", name
-        runs = " ".join(s.get("run", "") for s in job["steps"])
-        assert "pip install -e '.[dev]'" in runs, name
+        assert len(setups) == 1, name
+        version = str(expand(setups[0]["with"]["python-version"], variant))
+        assert version in PYTHONS, (name, version)
+        pythons.add(version)
+        runs = [expand(s["run"], variant) for s in job["steps"] if "run" in s]
+        installs = [line for run in runs for line in run.splitlines() if "pip" in line
+                    and " install " in line]
+        assert "pip install -e" not in " ".join(installs), f"{name}: installs the project twice"
+        if name != "wheel":
+            assert installs == ["python -m pip install 'tox>=4'"], (name, installs)
+            assert job_tox(job, variant), name
+        tox_runs = [line for run in runs for line in run.splitlines()
+                    if line.startswith("tox ") and "--notest" not in line
+                    and not line.startswith("tox exec")]
+        notest = [line for run in runs for line in run.splitlines() if "--notest" in line]
+        if notest:  # the environment is made once; later tox commands reuse it as it is
+            assert all("--skip-pkg-install" in line for line in tox_runs), name
+    assert pythons == PYTHONS
+
+
+def test_the_wheel_job_builds_installs_and_runs_the_installed_suite() -> None:
+    job = workflow()["jobs"]["wheel"]
+    runs = "\n".join(s.get("run", "") for s in job["steps"])
+    assert "python -m build" in runs
+    assert "pip\" install dist/*.whl" in runs or "pip install dist/*.whl" in runs.replace('"', "")
+    suite = next(s for s in job["steps"] if "--xtc-target=host" in s.get("run", ""))
+    assert suite["working-directory"] == "${{ runner.temp }}"  # not the checkout
+    for needed in ("tests/conftest.py", "tox.ini", "docs/vendor-guide.md", ".ci/run", "LICENSE"):
+        assert needed in runs, needed
+
+
+def test_each_xtc_version_is_pinned_by_a_factor_and_run() -> None:
+    deps = tox_ini().get("testenv", "deps")
+    for factor, version in XTC_FACTORS.items():
+        assert f"{factor}: xtc-tools=={version}" in deps
+        assert any(env.endswith(factor) for env in TARGET_JOBS), factor
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert '"xtc-tools>=0.3.1,<0.4"' in pyproject
+
+
+def test_device_jobs_are_strict() -> None:
+    """A device job whose device is missing must fail, not pass with every case skipped."""
+    for env in DEVICE_ENVS:
+        command = setting(env, "commands")
+        reference = re.fullmatch(r"\{\[testenv:([\w-]+)\]commands\}", command.strip())
+        if reference:
+            command = setting(reference[1], "commands")
+        assert "--xtc-strict" in command, env
+
+
+def test_every_env_has_a_description() -> None:
+    for env in tox_sections():
+        assert setting(env, "description").strip(), env
 
 
 def test_every_tox_env_run_exists_and_every_env_is_run() -> None:
@@ -136,12 +236,12 @@ def test_every_tox_env_run_exists_and_every_env_is_run() -> None:
     run = set()
     for name, job, variant in jobs():
         calls = job_tox(job, variant)
-        assert calls, f"{name}: runs no tox environment"
+        assert calls or name == "wheel", f"{name}: runs no tox environment"
         for envs, _ in calls:
             assert set(envs) <= sections, f"{name}: tox envs {set(envs) - sections} not in tox.ini"
             run.update(envs)
-    assert sections <= run, f"tox envs no job runs: {sections - run}"
-    assert sections == set(TARGET_JOBS) | TOOL_ENVS
+    assert sections - BASE_ENVS <= run, f"tox envs no job runs: {sections - BASE_ENVS - run}"
+    assert sections == set(TARGET_JOBS) | TOOL_ENVS | BASE_ENVS
 
 
 def test_each_target_runs_on_its_platforms() -> None:
@@ -187,26 +287,29 @@ def test_target_jobs_write_upload_and_summarize_their_bundle() -> None:
         assert f"{REPORT}/summary.md" in summaries[0]["run"], where
         verify = [s for s in job["steps"] if f"xtc-conformance verify {REPORT}" in s.get("run", "")]
         assert verify, f"{where}: the bundle is not verified"
-    assert len(artifacts) == len(set(artifacts)) == 8, artifacts  # host x3, nvgpu x2, mppa x3
+    assert len(artifacts) == len(set(artifacts)) == 11, artifacts  # host x6, nvgpu x2, mppa x3
 
 
 def test_tox_ini_is_well_formed() -> None:
     parser = tox_ini()
     sections = tox_sections()
-    listed = [e for e in re.split(r"[\s,]+", parser.get("tox", "env_list")) if e]
+    listed = env_list(parser.get("tox", "env_list"))
     assert set(listed) <= sections, set(listed) - sections
     assert "{env:XTC_TARGET}" in parser.get("testenv", "commands")
     assert "{posargs}" in parser.get("testenv", "commands")
     known = registry.registered()
     for env in sections:
-        section = f"testenv:{env}"
-        set_env = parser.get(section, "set_env", fallback="")
+        section = section_of(env)
+        set_env = setting(env, "set_env")
         target = re.search(r"XTC_TARGET\s*=\s*(\S+)", set_env)
-        if env in TARGET_JOBS:
+        own = parser.get(section, "set_env", fallback="")
+        if own:  # an env's own set_env keeps the base one (PYTHONUNBUFFERED...)
+            assert "{[testenv]set_env}" in own, f"{section} drops [testenv]'s set_env"
+        if env in TARGET_JOBS or env in BASE_ENVS:
             assert target, f"{section} sets no XTC_TARGET"
             assert target[1] in known, f"{section}: XTC_TARGET {target[1]} is not registered"
         else:
-            assert target is None and parser.has_option(section, "commands"), section
+            assert target is None and setting(env, "commands"), section
 
 
 def _tox() -> list[str] | None:
@@ -235,11 +338,16 @@ def test_tox_itself_lists_and_expands_the_envs(tmp_path: Path) -> None:
     commands = dict(re.findall(r"^\[testenv:([\w-]+)\]\ncommands = (.*)$", config.stdout,
                                re.MULTILINE))
     assert sorted(commands) == envs, config.stdout
-    for env in TARGET_JOBS:
-        target = "nvgpu" if env.startswith("nvgpu") else env
+    for env in [*TARGET_JOBS, *BASE_ENVS]:
+        target = "nvgpu" if env.startswith("nvgpu") else re.sub(r"-xtc\d+$", "", env)
         assert commands[env].startswith("pytest pytest_xtc/conformance"), commands[env]
         assert f"--xtc-target={target}" in commands[env], commands[env]
     assert "XTC_NVGPU_ARCH=sm_90" in config.stdout
+    blocks = dict(re.findall(r"^\[testenv:([\w-]+)\]\n((?:.*\n)*?)(?=^\[|\Z)", config.stdout,
+                             re.MULTILINE))
+    for env in [*TARGET_JOBS, *BASE_ENVS]:
+        assert "PYTHONUNBUFFERED=1" in blocks[env], f"{env} drops [testenv]'s set_env"
+    assert "XTC_TOOLS_VERSION=0.3.1" in blocks["host-xtc031"]
 
 
 def test_the_lint_env_command_passes() -> None:

@@ -7,6 +7,7 @@ status 0. Only these are not run as written:
 
 - the set-up command that creates ``.venv`` (README): it must be .ci/run's, verbatim;
 - ``tox -e ENV``: it must name environments of tox.ini (tox would build them);
+- ``pip install pytest-xtc`` (README's quick start): the fresh environment has it already;
 - full-suite commands, which take minutes: a pytest run naming targets without ``-k``
   gets ``-k NARROW_K`` (.ci/run's test command included, which must be the README's);
   ``xtc-conformance run`` gets a finer ``--shard`` (``I/N`` becomes ``I/(N*SHARDS)``);
@@ -27,6 +28,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +55,7 @@ SHELLS = frozenset({"console", "bash", "sh", "shell"})
 NARROW_K = "matmul-float32-13x11x7-tile"
 SHARDS = 16
 FULL = os.environ.get("XTC_DOCS_FULL") == "1"
+PROJECT = "pytest-xtc"
 
 
 @dataclass(frozen=True)
@@ -126,10 +129,11 @@ def ci_commands() -> tuple[list[str], list[str]]:
 def tox_envs() -> set[str]:
     parser = configparser.ConfigParser(interpolation=None)
     parser.read(ROOT / "tox.ini")
-    listed = re.split(r"[\s,]+", parser.get("tox", "env_list", fallback="").strip())
-    return {s.split(":", 1)[1] for s in parser.sections() if s.startswith("testenv:")} | {
-        e for e in listed if e
-    }
+    from tests.test_ci_config import env_list, generated
+
+    listed = env_list(parser.get("tox", "env_list", fallback=""))
+    return {n for s in parser.sections() if s.startswith("testenv:")
+            for n in generated(s.split(":", 1)[1])} | set(listed)
 
 
 def narrow_run(argv: list[str]) -> str:
@@ -179,6 +183,9 @@ def plan(text: str) -> str | None:
         assert text in setup, f"set-up command {text!r} differs from .ci/run's {setup}"
         return None
     argv = words(text)
+    if argv[:2] == ["pip", "install"] and PROJECT in argv[2:]:
+        # the user's install from the package index: here, the checkout is installed
+        return None
     if argv[:1] == ["tox"]:
         wanted = argv[argv.index("-e") + 1].split(",") if "-e" in argv else []
         unknown = set(wanted) - tox_envs()
@@ -331,3 +338,75 @@ def test_readme_set_up_and_test_commands_are_those_of_ci() -> None:
     setup, tests = ci_commands()
     assert [c for c in setup + tests if c not in texts] == [], ".ci/run runs commands " \
         "the README does not show"
+
+
+def test_readme_starts_with_the_users_quick_start() -> None:
+    """A new user's first commands come first; the developers' two come after, named."""
+    text = (ROOT / "README.md").read_text()
+    first = [c.text for c in doc_commands(ROOT / "README.md")][:2]
+    assert first == ["pip install pytest-xtc", "pytest --xtc-target=host"], first
+    setup, tests = ci_commands()
+    developers = text.index("### For developers of pytest-xtc")
+    assert text.index("pytest --xtc-target=host") < developers < text.index(setup[0])
+    assert text.index(tests[0]) > developers
+
+
+def _pyproject() -> dict:  # type: ignore[type-arg]
+    tomllib = pytest.importorskip("tomllib")
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
+def test_optional_tools_are_extras_and_dev_has_what_the_tests_use() -> None:
+    project = _pyproject()["project"]
+    names = {re.split(r"[<>=!~;\[ ]", d)[0].lower() for d in project["dependencies"]}
+    assert not names & {"pytest-benchmark", "pytest-timeout", "matplotlib"}, names
+    extras = {k: {re.split(r"[<>=!~;\[ ]", d)[0].lower() for d in v}
+              for k, v in project["optional-dependencies"].items()}
+    assert extras["benchmark"] == {"pytest-benchmark"}
+    assert extras["timeout"] == {"pytest-timeout"}
+    assert extras["report"] == {"matplotlib"}
+    assert {"pytest-benchmark", "pytest-timeout", "matplotlib", "build", "tox"} <= extras["dev"]
+    assert any(d.startswith("xtc-tools>=0.3.1,<0.4") for d in project["dependencies"])
+    assert "License :: OSI Approved :: BSD License" in project["classifiers"]
+    assert {"Homepage", "Source", "Issues"} <= set(project["urls"])
+    assert "BSD 3-Clause" in (ROOT / "LICENSE").read_text()
+    assert "the pytest-xtc authors" in (ROOT / "LICENSE").read_text()
+    assert (ROOT / "pytest_xtc" / "py.typed").is_file()
+
+
+@pytest.mark.timeout(300)
+def test_sdist_can_run_its_own_tests_and_the_wheel_is_typed(tmp_path: Path) -> None:
+    """The sdist holds the tests, their configuration, the documents whose commands they
+    run, the example, the benchmarks and .ci; sdist and wheel hold LICENSE and py.typed."""
+    import tarfile
+    import zipfile
+
+    source = tmp_path / "src"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
+        ".git", ".venv", ".tox", "build", "dist", "*.egg-info", "__pycache__", ".*_cache"))
+    out = tmp_path / "dist"
+    out.mkdir()
+    built = {}
+    for kind in ("sdist", "wheel"):  # one process each: setuptools keeps state
+        script = ("import sys; from setuptools import build_meta as b; "
+                  f"print('BUILT', b.build_{kind}(sys.argv[1]))")
+        done = subprocess.run([sys.executable, "-c", script, str(out)], cwd=source,
+                              capture_output=True, text=True, timeout=300, check=False)
+        if done.returncode and "No module named 'wheel'" in done.stderr:
+            pytest.skip("this setuptools needs the wheel package to build a wheel")
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        built[kind] = next(line for line in done.stdout.splitlines()
+                           if line.startswith("BUILT ")).split()[1]
+    sdist, wheel = built["sdist"], built["wheel"]
+    with tarfile.open(out / sdist) as tar:
+        members = {m.split("/", 1)[1] for m in tar.getnames() if "/" in m}
+    for needed in ("tests/conftest.py", "tests/test_plugin.py", "tox.ini", "LICENSE",
+                   "docs/vendor-guide.md", "examples/xtc-example-adapter/pyproject.toml",
+                   "benchmarks/footprint.py", ".ci/run", "pytest_xtc/py.typed",
+                   "pytest_xtc/conformance/catalog.yaml", "README.md"):
+        assert needed in members, needed
+    assert not [m for m in members if "__pycache__" in m]
+    with zipfile.ZipFile(out / wheel) as whl:
+        names = whl.namelist()
+    assert "pytest_xtc/py.typed" in names
+    assert any(n.endswith(".dist-info/LICENSE") or "/licenses/LICENSE" in n for n in names)

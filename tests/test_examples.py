@@ -89,9 +89,15 @@ def pip_offline_env() -> dict[str, str]:
 
 def clean_env(bin_dir: Path, extra: Mapping[str, str] = {}) -> dict[str, str]:
     """This process's environment without pytest's and XTC's settings (so the runs below
-    see no PYTEST_ADDOPTS, no XTC_TEST_TARGETS), ``bin_dir`` first on PATH."""
+    see no PYTEST_ADDOPTS, no XTC_TEST_TARGETS) nor PYTHONPATH (but this checkout, when
+    PYTHONPATH holds it), ``bin_dir`` first on PATH."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("PYTEST_", "XTC_")) and k != "PYTHONPATH"}
+    # The code under test: where PYTHONPATH put this tree's pytest_xtc ahead of an
+    # installed one, the fresh environment's runs use it too (and nothing else of it).
+    paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    if str(ROOT) in paths:
+        env["PYTHONPATH"] = str(ROOT)
     env["PATH"] = os.pathsep.join([str(bin_dir), env.get("PATH", "")])
     env.update(extra)
     return env
@@ -189,7 +195,9 @@ def test_installed_example_is_listed_with_its_option(example_venv: Path, tmp_pat
     listing = run([example_venv / "pytest", "-p", "no:cacheprovider", "--xtc-list-targets"],
                   tmp_path, env)
     assert listing.returncode == 0, listing.stdout + listing.stderr
-    row = next((line for line in listing.stdout.splitlines() if line.startswith(TARGET)), "")
+    from tests.test_plugin import listed_rows
+
+    row = listed_rows(listing.stdout.splitlines()).get(TARGET, "")
     assert "available" in row and "xtc-example-adapter 0.1.0" in row, listing.stdout
     assert any(line.startswith("host ") for line in listing.stdout.splitlines())
     cli = run([example_venv / "xtc-conformance", "list"], tmp_path, env)

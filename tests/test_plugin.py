@@ -22,13 +22,35 @@ class NoWidget(HostTarget):
 """
 
 
+def listed_rows(lines: list[str]) -> dict[str, str]:
+    """The rows of --xtc-list-targets by target, each with its wrapped continuation lines
+    joined (the table fits 80 columns)."""
+    rows: dict[str, str] = {}
+    name = ""
+    for line in lines:
+        if line and line[0].isalpha():
+            name = line.split()[0]
+            rows[name] = " ".join(line.split())
+        elif line.startswith(" ") and name:
+            rows[name] += " " + " ".join(line.split())
+    return rows
+
+
 def test_list_targets_shows_every_registered_target(run) -> None:
     result = run("--xtc-list-targets")
     assert result.ret == 0
-    rows = {line.split()[0]: line for line in result.outlines if line and line[0].isalpha()}
+    rows = listed_rows(result.outlines)
     for name in ("host", "host-c", "nvgpu", "mppa", "mppa-iss", "mppa-qemu", "mppa-hw"):
         assert name in rows, result.stdout.str()
-    assert "available" in rows["host"] and "xtc-tools 0.3.2" in rows["host"]
+    assert "available" in rows["host"] and "xtc-tools 0." in rows["host"]
+    assert max(len(line) for line in result.outlines) <= 80, result.stdout.str()
+
+
+def xtc_section(result: pytest.RunResult) -> list[str]:
+    """The lines of the XTC summary: from its title to pytest's last line."""
+    lines = result.outlines
+    start = next(i for i, line in enumerate(lines) if "XTC conformance" in line)
+    return lines[start:-1]
 
 
 def test_unknown_target_is_a_usage_error_listing_the_names(run) -> None:
@@ -73,6 +95,12 @@ def test_host_cases_pass(run) -> None:
     # 23 cases each; host-c declares no vectorize (3 cases), so those are not supported
     result.assert_outcomes(passed=43, skipped=3)
     result.stdout.fnmatch_lines(["*3 x not-supported: host-c: schedule primitive vectorize*"])
+    section = xtc_section(result)
+    assert max(len(line) for line in section) <= 80, "\n".join(section)
+    assert any(line.startswith("time/numpy: ") for line in section), section  # explained
+    assert not any(" 0.000 ms" in line for line in section)
+    # a -k run leaves cases out: unused expected-failure entries say nothing then
+    assert "expected-failure entries unused" not in result.stdout.str()
 
 
 def test_vendor_adapter_from_another_distribution(vendor, run) -> None:
@@ -85,7 +113,7 @@ def test_vendor_adapter_from_another_distribution(vendor, run) -> None:
         },
     )
     listing = run("--xtc-list-targets")
-    assert any(line.startswith("acme-cpu") and "available" in line for line in listing.outlines)
+    assert "available" in listed_rows(listing.outlines)["acme-cpu"]
     result = run("--xtc-target=acme-cpu", "-k", "matmul-float32-13x11x7-tile", "-v")
     result.assert_outcomes(passed=3)  # tile, tile+interchange, tile-exact
     assert "test_conformance[acme-cpu-matmul-float32-13x11x7-tile] PASSED" in result.stdout.str()
@@ -98,7 +126,7 @@ def test_broken_adapter_is_unavailable_and_the_rest_keep_working(vendor, run) ->
         {"broken_adapter": "raise ImportError('libwidget.so not found')\n"},
     )
     listing = run("--xtc-list-targets")
-    row = next(line for line in listing.outlines if line.startswith("broken"))
+    row = listed_rows(listing.outlines)["broken"]
     assert "unavailable" in row and "libwidget.so not found" in row
     result = run("--xtc-target=broken,host", "-k", "matmul-float32-13x11x7-tile", "-rs")
     result.assert_outcomes(passed=3, skipped=3)
@@ -139,7 +167,8 @@ def test_deliberately_wrong_host_targets_fail(vendor, run, fault, expected) -> N
     out = result.stdout.str()
     assert expected in out
     assert re.search(r"wrong results \(seed \d+\)", out)
-    assert "rerun alone: pytest --xtc-target=faulty-" in out
+    rerun = r"rerun alone: pytest \S+::test_conformance\[faulty-.* --xtc-target=faulty-"
+    assert re.search(rerun, out)
 
 
 def test_failure_states_figures_and_the_rerun_command_reproduces_it(vendor, run, pytester) -> None:
@@ -209,13 +238,26 @@ def test_expectations_are_audited_and_updates_written_for_review(vendor, run, py
     result.stdout.fnmatch_lines(
         [
             "*unexpected pass: remove the entry 'matmul-float32-13x11x7-none-exact' (line 9)*",
-            "*flaky.expectations.yaml:5: 'relu-*' matched no case of f16 in this run*",
             "*expected-failure file for review (not applied): *review*flaky.expectations.yaml",
         ]
     )
+    # -k left most cases out: no entry is called unused
+    assert "matched no case" not in result.stdout.str()
     updated = yaml.safe_load((pytester.path / "review" / "flaky.expectations.yaml").read_text())
     assert [(e["pattern"], e["phase"]) for e in updated] == [
         ("matmul-float32-13x11x7-tile", "run"),
         ("matmul-float32-13x11x7-none", "run"),
     ]
     assert (root / "flaky.expectations.yaml").read_text().count("pattern") == 3  # untouched
+    # The whole case set of the target (here: one user case, alone): unused entries show.
+    from pytest_xtc.conformance import builtin_cases
+    from pytest_xtc.core import xtc_env
+
+    case = next(c for c in builtin_cases() if c.id == "matmul-float32-13x11x7-none")
+    xtc_env.build_graph(case).dump(pytester.path / "mine.yaml")
+    with (pytester.path / "mine.yaml").open("a") as f:
+        f.write("schedules: {none: []}\nvalues: [exact]\n")
+    whole = run("--xtc-target=f16", "--xtc-cases=mine.yaml", "--xtc-only-cases")
+    whole.stdout.fnmatch_lines(
+        ["*flaky.expectations.yaml:5: 'relu-*' matched no case of f16 in this run*"]
+    )

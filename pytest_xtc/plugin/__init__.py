@@ -1,36 +1,87 @@
 """The pytest plugin (entry point ``pytest11: xtc``): options, then, in a session that
-selects XTC targets, the modules that collect, run, report and summarize the suite.
+uses XTC, the modules that collect, run, report and summarize the suite.
+
+Installed, this plugin is loaded by every pytest session of every project, so a session
+that does not use XTC imports nothing but this module and :mod:`.options` (standard library
+only) and loads no adapter. A session uses XTC when it names targets (option, env var
+``XTC_TEST_TARGETS`` or ini ``xtc_targets``), passes any ``--xtc-`` option, or collects
+the suite module itself (``pytest .../pytest_xtc/conformance`` in a checkout).
 
 Each module owns its hooks: :mod:`.options` (command line), :mod:`.state` (the session's
-state), :mod:`.collection` (the suite's tests), :mod:`.outcomes` (a case's run and its
-pytest outcome), :mod:`.sharding`, :mod:`.reporting` (bundles), :mod:`.terminal` (the
-summary), :mod:`.benchmarking` (pytest-benchmark glue).
+state), :mod:`.session` (set-up), :mod:`.collection` (the suite's tests and markers),
+:mod:`.outcomes` (a case's run and its pytest outcome), :mod:`.sharding`, :mod:`.reporting`
+(bundles), :mod:`.terminal` (the summary), :mod:`.benchmarking` (pytest-benchmark glue).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from pathlib import Path
+
 import pytest
 
 from pytest_xtc.plugin import options
+
+#: The suite's test module, found without importing the suite.
+SUITE_MODULE = Path(__file__).resolve().parent.parent / "conformance" / "test_conformance.py"
+_WANTED = pytest.StashKey[bool]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     options.add(parser)
 
 
+def pytest_load_initial_conftests(
+    early_config: pytest.Config, parser: pytest.Parser, args: Sequence[str]
+) -> None:
+    """Decide, from the raw arguments, whether this session uses XTC; only then load the
+    adapters and declare their own options (``--xtc-nvgpu-arch``...)."""
+    try:
+        ini = early_config.getini(options.INI_TARGETS)
+    except ValueError:
+        ini = None
+    wanted = options.wants_xtc(args, ini)
+    early_config.stash[_WANTED] = wanted
+    if wanted:
+        options.add_adapter_options(parser)
+
+
+def _collects_suite(config: pytest.Config) -> bool:
+    """Whether the arguments (or testpaths) name the suite module or a folder holding it,
+    other than through a virtual environment (which pytest does not recurse into)."""
+    for arg in config.args:
+        path = (config.invocation_params.dir / str(arg).split("::")[0]).resolve()
+        if path == SUITE_MODULE or (
+            path in SUITE_MODULE.parents
+            and "site-packages" not in SUITE_MODULE.relative_to(path).parts
+        ):
+            return True
+    return False
+
+
+def uses_xtc(config: pytest.Config) -> bool:
+    return config.stash.get(_WANTED, False) or _collects_suite(config)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> int | None:
     if not config.getoption("xtc_list_targets"):
         return None
+    import shutil
+
     from pytest_xtc.core import registry
     from pytest_xtc.report.text import format_targets
 
-    print(format_targets(registry.resolve("all", options.adapter_settings(config))))
+    width = min(shutil.get_terminal_size().columns, 120)
+    adapters = registry.resolve("all", options.adapter_settings(config))
+    print(format_targets(adapters, width=width))
     return 0
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "xtc: a conformance case of the XTC suite")
+    if not uses_xtc(config):
+        return
     from pytest_xtc.plugin import session
 
     session.configure(config)

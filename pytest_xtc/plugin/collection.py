@@ -1,14 +1,43 @@
-"""Collecting the suite: its test module, one test per (target, case), with markers."""
+"""Collecting the suite: its test module, one test per (target, case), with markers.
+
+The suite module's node id is its real path (relative to the rootdir when inside it, else
+absolute), so that every node id, from ``--collect-only``, JUnit XML or ``results.jsonl``,
+can be passed back to pytest as it is.
+
+Markers, each registered (``--strict-markers`` accepts them; ``pytest --markers`` lists
+them): ``xtc`` on every case, then the target (``host``, ``host_c``, ``nvgpu``...: its
+name with ``-`` as ``_``, without a device ordinal), each op of the graph (``matmul``,
+``conv2d``, ``relu``...), the dtype (``float32``, ``float64``), where the operands live
+(``operands_host``, ``operands_device``, ``operands_mixed``) and the profile (``core``,
+``extended``, ``device_memory``): ``-m "nvgpu and matmul and operands_mixed"``.
+"""
 
 from __future__ import annotations
 
 import importlib
+import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from pytest_xtc.core.suite import cases_for
 from pytest_xtc.plugin import state
+
+if TYPE_CHECKING:
+    from pytest_xtc.core.adapter import TargetAdapter
+    from pytest_xtc.core.cases import Case
+
+PLACEMENT_MARKERS = {
+    "operands_host": "every operand of the case in host memory",
+    "operands_device": "every operand of the case in device memory",
+    "operands_mixed": "operands of the case in host and device memory",
+}
+_DECLARED = pytest.StashKey[set[str]]()
+DTYPE_MARKERS = {
+    "float32": "a case in float32",
+    "float64": "a case in float64",
+}
 
 
 def add_suite_to_args(config: pytest.Config) -> None:
@@ -22,6 +51,15 @@ def add_suite_to_args(config: pytest.Config) -> None:
         if suite == path or path in suite.parents:
             return
     config.args.append(str(suite))
+
+
+def suite_path(config: pytest.Config, path: Path) -> str:
+    """The suite module's path for node ids: relative to the rootdir when inside it,
+    else absolute (``/``-separated either way)."""
+    try:
+        return path.relative_to(config.rootpath).as_posix()
+    except ValueError:
+        return path.resolve().as_posix()
 
 
 class SuiteModule(pytest.Module):
@@ -38,22 +76,107 @@ def pytest_pycollect_makemodule(
     from pytest_xtc.conformance import SUITE_MODULE
 
     if module_path.resolve() == SUITE_MODULE.resolve():
-        return SuiteModule.from_parent(parent, path=module_path)
+        nodeid = suite_path(parent.config, module_path)
+        return SuiteModule.from_parent(parent, path=module_path, nodeid=nodeid)
     return None
+
+
+# -- markers ---------------------------------------------------------------------------
+
+
+def marker_name(text: str) -> str:
+    """A marker name for a target or op name: ``host-c`` -> ``host_c``."""
+    name = re.sub(r"\W", "_", text.split("[", 1)[0]).strip("_").lower()
+    return name if name and not name[0].isdigit() else f"xtc_{name}"
+
+
+def placement_marker(case: Case) -> str:
+    from pytest_xtc.core.cases import DEVICE
+
+    where = set((case.placement or {}).values()) or {"host"}
+    if where == {DEVICE}:
+        return "operands_device"
+    return "operands_mixed" if DEVICE in where else "operands_host"
+
+
+def case_markers(adapter: TargetAdapter, case: Case) -> list[str]:
+    """The marker names of one (target, case): target, ops, dtype, placement, profile."""
+    from pytest_xtc.report.profiles import profile_of
+
+    names = [
+        "xtc",
+        marker_name(adapter.spec.base),
+        *dict.fromkeys(marker_name(op) for op in case.ops),
+        marker_name(case.dtype),
+        placement_marker(case),
+        marker_name(profile_of(case)),
+    ]
+    return list(dict.fromkeys(names))
+
+
+def register_markers(config: pytest.Config) -> None:
+    """Declare the markers: profiles, dtypes, placements, the selected targets and the ops
+    of the session's cases (``pytest --markers`` lists them)."""
+    from pytest_xtc.report.profiles import PROFILES
+
+    known = {**DTYPE_MARKERS, **PLACEMENT_MARKERS}
+    known.update({marker_name(p): f"a case of the {p} profile: {d}" for p, d in PROFILES.items()})
+    for adapter in state.adapters(config):
+        known[marker_name(adapter.spec.base)] = f"a case run on the XTC target {adapter.spec.base}"
+    session = state.get(config)
+    ops = sorted({op for case in session.cases() for op in case.ops}) if session else []
+    known.update({marker_name(op): f"a case whose graph holds the op {op}" for op in ops})
+    _declare(config, known)
+
+
+def _declare(config: pytest.Config, markers: dict[str, str]) -> None:
+    declared = config.stash.setdefault(_DECLARED, set())
+    for name, text in markers.items():
+        if name not in declared:
+            declared.add(name)
+            config.addinivalue_line("markers", f"{name}: {text}")
+
+
+
+# -- parametrization -------------------------------------------------------------------
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "xtc_case" not in metafunc.fixturenames:
         return
-    from pytest_xtc.conformance import builtin_cases
-
     session = state.get(metafunc.config)
     if session is None:
         return
-    cases = [*builtin_cases(), *session.user_cases]
-    params = [
-        pytest.param(adapter, case, id=f"{adapter.name}-{case.id}", marks=pytest.mark.xtc)
+    cases = session.cases()
+    chosen = [
+        (adapter, case)
         for adapter in session.adapters
         for case in cases_for(adapter, cases)
+        if session.selected(adapter.name, case.id)
+    ]
+    if session.case_ids:
+        found = {i for adapter, case in chosen for i in (case.id, f"{adapter.name}-{case.id}")}
+        unknown = sorted(session.case_ids - found)
+        if unknown:
+            raise pytest.UsageError(
+                f"--xtc-case: no case of the selected targets has the id {', '.join(unknown)} "
+                "(ids read TARGET-CASE as in the test ids, or CASE for every target)"
+            )
+    _declare(
+        metafunc.config,
+        {
+            marker_name(op): f"a case whose graph holds the op {op}"
+            for _, case in chosen
+            for op in case.ops
+        },
+    )
+    params = [
+        pytest.param(
+            adapter,
+            case,
+            id=f"{adapter.name}-{case.id}",
+            marks=[getattr(pytest.mark, name) for name in case_markers(adapter, case)],
+        )
+        for adapter, case in chosen
     ]
     metafunc.parametrize(("xtc_adapter", "xtc_case"), params)

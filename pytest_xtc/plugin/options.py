@@ -1,20 +1,38 @@
-"""The plugin's command-line options and how the session reads them."""
+"""The plugin's command-line options and how the session reads them.
+
+This module is imported in every pytest session of every project where pytest-xtc is
+installed, so it imports nothing beyond the standard library at import time: no numpy, no
+YAML, no catalog, no adapter. The adapters' own options (``--xtc-nvgpu-arch``...) are
+declared only in sessions that use XTC (:func:`wants_xtc`), by :func:`add_adapter_options`.
+"""
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_xtc.core import registry
-from pytest_xtc.core.adapter import ONCE, Timing
-from pytest_xtc.core.perf import DEFAULT_TIMING
-from pytest_xtc.core.runner import Settings
-from pytest_xtc.plugin.benchmarking import benchmark_wanted
+if TYPE_CHECKING:
+    from pytest_xtc.core.adapter import Timing
+    from pytest_xtc.core.runner import Settings
 
 ENV_TARGETS = "XTC_TEST_TARGETS"
+INI_TARGETS = "xtc_targets"
+#: The selection when none is made (``registry.DEFAULT_SELECTION``; a test checks both agree).
+DEFAULT_SELECTION = "host"
+#: XTC's evaluator parameters by default (``core.perf.DEFAULT_TIMING``; a test checks).
+DEFAULT_REPEAT, DEFAULT_NUMBER, DEFAULT_MIN_REPEAT_MS = 5, 1, 1
+#: Arguments that ask for the adapters' options to be declared although they start with no
+#: ``--xtc-``: the help, which lists them.
+HELP_ARGS = frozenset({"-h", "--help"})
+#: A case whose operands would need more bytes is refused up front
+#: (``core.limits.DEFAULT_MAX_CASE_BYTES``; a test checks both agree).
+DEFAULT_MAX_CASE_BYTES = 1 << 30
 
 
 def _at_least(minimum: int) -> Callable[[str], int]:
@@ -32,12 +50,23 @@ def _at_least(minimum: int) -> Callable[[str], int]:
     return integer
 
 
+def _seconds(text: str) -> float:
+    """An option type: a finite, positive number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a finite number of seconds > 0, got {text!r}")
+    return value
+
+
 def _option_dest(name: str) -> str:
     return "xtc_" + name.replace("-", "_")
 
 
 def add(parser: pytest.Parser) -> None:
-    """Declare every option of the plugin and of the registered adapters."""
+    """Declare the plugin's own options (the adapters' come later, in XTC sessions only)."""
     group = parser.getgroup("xtc", "XTC conformance")
     group.addoption(
         "--xtc-target",
@@ -45,7 +74,7 @@ def add(parser: pytest.Parser) -> None:
         default=None,
         metavar="NAME[,NAME...]",
         help=f"targets to certify: names, NAME[ORDINAL], 'all' or 'auto' "
-        f"(env {ENV_TARGETS}, ini xtc_targets; default {registry.DEFAULT_SELECTION})",
+        f"(env {ENV_TARGETS}, ini {INI_TARGETS}; default {DEFAULT_SELECTION})",
     )
     group.addoption(
         "--xtc-strict",
@@ -67,6 +96,20 @@ def add(parser: pytest.Parser) -> None:
         help="also run the case files in PATH (an XTC graph YAML, or a directory of them)",
     )
     group.addoption(
+        "--xtc-only-cases",
+        action="store_true",
+        default=False,
+        help="run only the cases of --xtc-cases, not the built-in catalog",
+    )
+    group.addoption(
+        "--xtc-case",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="run only this case: TARGET-CASE as in the test ids, or a case id for every "
+        "target (exact match; repeatable; @FILE reads one id a line)",
+    )
+    group.addoption(
         "--xtc-ignore-expectations",
         action="store_true",
         default=False,
@@ -81,14 +124,22 @@ def add(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--xtc-compile-timeout",
-        type=float,
+        type=_seconds,
         default=None,
         metavar="SECONDS",
         help="time limit of one compilation, for every target (default: the target's own)",
     )
     group.addoption(
+        "--xtc-max-case-bytes",
+        type=_at_least(1),
+        default=DEFAULT_MAX_CASE_BYTES,
+        metavar="BYTES",
+        help="refuse, up front, a case whose operands and reference would need more memory "
+        f"(default {DEFAULT_MAX_CASE_BYTES}, 1 GiB)",
+    )
+    group.addoption(
         "--xtc-run-timeout",
-        type=float,
+        type=_seconds,
         default=None,
         metavar="SECONDS",
         help="time limit of one run, for every target (default: the target's own)",
@@ -116,35 +167,27 @@ def add(parser: pytest.Parser) -> None:
     group.addoption(
         "--xtc-repeat",
         type=_at_least(0),
-        default=DEFAULT_TIMING.repeat,
+        default=DEFAULT_REPEAT,
         metavar="N",
         help="performance of each passed case: N timed measurements of its kernel through "
         "XTC's evaluator, and of numpy's evaluation of the same graph "
-        f"(default {DEFAULT_TIMING.repeat}; 0 records no performance)",
+        f"(default {DEFAULT_REPEAT}; 0 records no performance)",
     )
     group.addoption(
         "--xtc-number",
         type=_at_least(1),
-        default=DEFAULT_TIMING.number,
+        default=DEFAULT_NUMBER,
         metavar="N",
-        help=f"kernel calls per measurement, at least (default {DEFAULT_TIMING.number})",
+        help=f"kernel calls per measurement, at least (default {DEFAULT_NUMBER})",
     )
     group.addoption(
         "--xtc-min-repeat-ms",
         type=_at_least(0),
-        default=DEFAULT_TIMING.min_repeat_ms,
+        default=DEFAULT_MIN_REPEAT_MS,
         metavar="MS",
         help="the calls of a measurement are doubled until it lasts MS milliseconds "
-        f"(default {DEFAULT_TIMING.min_repeat_ms})",
+        f"(default {DEFAULT_MIN_REPEAT_MS})",
     )
-    for option in registry.adapter_options():
-        group.addoption(
-            f"--xtc-{option.name}",
-            dest=_option_dest(option.name),
-            default=None,
-            choices=option.choices,
-            help=option.help + (f" (env {option.env})" if option.env else ""),
-        )
     group.addoption(
         "--xtc-report",
         dest="xtc_report",
@@ -161,7 +204,34 @@ def add(parser: pytest.Parser) -> None:
         help="run shard I of N (1-based, by a stable hash of each case); "
         "merge the shards' bundles with 'xtc-conformance merge'",
     )
-    parser.addini("xtc_targets", "default XTC targets to certify", default=None)
+    parser.addini(INI_TARGETS, "default XTC targets to certify", default=None)
+
+
+def wants_xtc(args: Sequence[str], ini_targets: str | None) -> bool:
+    """Whether a session uses XTC, judged from its arguments before parsing: an
+    ``--xtc-...`` argument, the help, a selection in the environment or the ini file."""
+    if os.environ.get(ENV_TARGETS) or ini_targets:
+        return True
+    return any(str(a).startswith("--xtc-") or a in HELP_ARGS for a in args)
+
+
+def add_adapter_options(parser: pytest.Parser) -> None:
+    """Declare the registered adapters' own options (``--xtc-<name>``); loads adapters."""
+    from pytest_xtc.core import registry
+
+    group = parser.getgroup("xtc", "XTC conformance")
+    declared = {name for opt in group.options for name in opt.names()}
+    for option in registry.adapter_options():
+        flag = f"--xtc-{option.name}"
+        if flag in declared:
+            continue
+        group.addoption(
+            flag,
+            dest=_option_dest(option.name),
+            default=None,
+            choices=option.choices,
+            help=option.help + (f" (env {option.env})" if option.env else ""),
+        )
 
 
 def selection(config: pytest.Config) -> tuple[str, bool]:
@@ -170,13 +240,15 @@ def selection(config: pytest.Config) -> tuple[str, bool]:
     chosen = (
         config.getoption("xtc_target")
         or os.environ.get(ENV_TARGETS)
-        or config.getini("xtc_targets")
+        or config.getini(INI_TARGETS)
     )
-    return (chosen, True) if chosen else (registry.DEFAULT_SELECTION, False)
+    return (chosen, True) if chosen else (DEFAULT_SELECTION, False)
 
 
 def adapter_settings(config: pytest.Config) -> dict[str, str | None]:
     """Values of the adapters' own options (option, else env var)."""
+    from pytest_xtc.core import registry
+
     settings: dict[str, str | None] = {}
     for option in registry.adapter_options():
         value = config.getoption(_option_dest(option.name), None)
@@ -188,6 +260,9 @@ def adapter_settings(config: pytest.Config) -> dict[str, str | None]:
 
 def settings(config: pytest.Config) -> Settings:
     """The runner's settings from the command line."""
+    from pytest_xtc.core.runner import Settings
+    from pytest_xtc.plugin.benchmarking import benchmark_wanted
+
     limits = {
         phase: value
         for phase in ("compile", "run")
@@ -202,13 +277,53 @@ def settings(config: pytest.Config) -> Settings:
         perf=config.getoption("xtc_repeat") > 0,
         # The peak is measured (a second or two per process): only for reports.
         peak=config.getoption("xtc_report") is not None or benchmark_wanted(config),
+        max_case_bytes=config.getoption("xtc_max_case_bytes"),
     )
 
 
 def timing(config: pytest.Config) -> Timing:
     """How kernels are timed: ``--xtc-repeat``, ``--xtc-number``, ``--xtc-min-repeat-ms``
     (one call when performance is not recorded)."""
+    from pytest_xtc.core.adapter import ONCE, Timing
+
     repeat = config.getoption("xtc_repeat")
     if not repeat:
         return ONCE
     return Timing(repeat, config.getoption("xtc_number"), config.getoption("xtc_min_repeat_ms"))
+
+
+def case_ids(values: Sequence[str]) -> list[str]:
+    """The ids of ``--xtc-case`` values: each an id, or ``@FILE`` with one id a line
+    (blank lines and ``#`` comments skipped)."""
+    found: list[str] = []
+    for value in values:
+        if not value.startswith("@"):
+            found.append(value.strip())
+            continue
+        try:
+            text = Path(value[1:]).read_text()
+        except OSError as exc:
+            raise pytest.UsageError(f"--xtc-case={value}: {exc.strerror}") from None
+        for line in text.splitlines():
+            line = line.split("#", 1)[0].strip()
+            if line:
+                found.append(line)
+    return [i for i in found if i]
+
+
+#: Options that change a case's verdict or its run, as (dest, flag); the rerun line
+#: repeats those given a value other than the default.
+VERDICT_OPTIONS = (
+    ("xtc_seed", "--xtc-seed"),
+    ("xtc_strict", "--xtc-strict"),
+    ("xtc_ignore_expectations", "--xtc-ignore-expectations"),
+    ("xtc_repeat_check", "--xtc-repeat-check"),
+    ("xtc_no_isolation", "--xtc-no-isolation"),
+    ("xtc_compile_timeout", "--xtc-compile-timeout"),
+    ("xtc_run_timeout", "--xtc-run-timeout"),
+    ("xtc_max_case_bytes", "--xtc-max-case-bytes"),
+    ("xtc_repeat", "--xtc-repeat"),
+    ("xtc_number", "--xtc-number"),
+    ("xtc_min_repeat_ms", "--xtc-min-repeat-ms"),
+    ("xtc_only_cases", "--xtc-only-cases"),
+)

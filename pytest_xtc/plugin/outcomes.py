@@ -1,9 +1,15 @@
 """A case's run in pytest: the ``xtc_outcome`` fixture, then pass, skip, expected failure
-or failure, with the command that reruns a failure alone."""
+or failure, with the command that reruns a case alone.
+
+The fixture only prepares the case: its compilation and run happen in the test's call
+(:func:`conclude`), so that ``--durations`` and JUnit XML count them as the test's time.
+"""
 
 from __future__ import annotations
 
 import shlex
+from collections.abc import Generator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -12,39 +18,99 @@ from pytest_xtc.core import expectations
 from pytest_xtc.core.adapter import TargetAdapter
 from pytest_xtc.core.cases import Case
 from pytest_xtc.core.outcome import Outcome, Phase, Status
-from pytest_xtc.core.perf import DEFAULT_TIMING
 from pytest_xtc.core.runner import run_case
 from pytest_xtc.plugin import options, state
 from pytest_xtc.plugin.benchmarking import benchmark_wanted, feed_benchmark
+
+#: JUnit XML properties of each case (plain strings), besides the outcome itself.
+PROPERTIES = ("target", "case", "seed", "status", "phase", "worst_ratio")
+
+
+@dataclass
+class PendingCase:
+    """A case ready to run on a target: what the ``xtc_outcome`` fixture gives."""
+
+    request: pytest.FixtureRequest
+    adapter: TargetAdapter
+    case: Case
+    workdir: Path
+
+    def run(self) -> Outcome:
+        """Compile and run the case; record its outcome for reports and JUnit XML."""
+        config = self.request.config
+        outcome = run_case(self.adapter, self.case, self.workdir, options.settings(config))
+        node = self.request.node
+        node.user_properties.append((state.OUTCOME_KEY, outcome.to_dict()))
+        values = outcome.to_dict()
+        for name in PROPERTIES:
+            if values.get(name) is not None:
+                node.user_properties.append((f"xtc_{name}", str(values[name])))
+        node.user_properties.append(("xtc_rerun", rerun_command(node)))
+        if outcome.perf and outcome.times and benchmark_wanted(config):
+            try:
+                feed_benchmark(self.request, self.case, outcome)
+            except Exception as exc:  # performance never decides conformance
+                node.warn(pytest.PytestWarning(f"pytest-benchmark refused the times: {exc!r}"))
+        return outcome
 
 
 @pytest.fixture
 def xtc_outcome(
     request: pytest.FixtureRequest, xtc_adapter: TargetAdapter, xtc_case: Case, tmp_path: Path
-) -> Outcome:
-    """Runs the case on the target; the outcome also reaches reports."""
-    outcome = run_case(xtc_adapter, xtc_case, tmp_path, options.settings(request.config))
-    request.node.user_properties.append((state.OUTCOME_KEY, outcome.to_dict()))
-    if outcome.perf and outcome.times and benchmark_wanted(request.config):
-        try:
-            feed_benchmark(request, xtc_case, outcome)
-        except Exception as exc:  # performance never decides conformance
-            request.node.warn(pytest.PytestWarning(f"pytest-benchmark refused the times: {exc!r}"))
-    return outcome
+) -> PendingCase:
+    """The case on its target, run by :func:`conclude` in the test's call."""
+    return PendingCase(request, xtc_adapter, xtc_case, tmp_path)
 
 
-def rerun_command(config: pytest.Config, name: str, target: str) -> str:
-    """One command line that runs this case alone, with the same inputs, from anywhere."""
-    parts = ["pytest", f"--xtc-target={target}", f"--xtc-seed={config.getoption('xtc_seed')}"]
-    parts += [f"--xtc-cases={p}" for p in config.getoption("xtc_cases")]
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """The call report keeps the outcome (reports and the summary read it there); the item
+    then drops it, so that the teardown report, which JUnit XML prints, holds plain
+    strings only."""
+    report = yield
+    if call.when == "call":
+        item.user_properties[:] = [p for p in item.user_properties if p[0] != state.OUTCOME_KEY]
+    return report
+
+
+def _shown(path: Path, where: Path) -> str:
+    """``path`` relative to ``where`` when inside it, else absolute."""
+    path = path.resolve()
+    try:
+        return path.relative_to(where.resolve()).as_posix() or "."
+    except ValueError:
+        return str(path)
+
+
+def rerun_command(item: pytest.Item) -> str:
+    """One command line that runs this case alone, exactly as this run did, pasted in the
+    directory pytest ran from: its node id (the suite module's real path) and every
+    option that changes a verdict."""
+    config = item.config
+    here = config.invocation_params.dir
+    target = item.callspec.params["xtc_adapter"].name  # type: ignore[attr-defined]
+    parts = ["pytest", f"{_shown(item.path, here)}::{item.name}", f"--xtc-target={target}"]
+    for dest, flag in options.VERDICT_OPTIONS:
+        value = config.getoption(dest)
+        if value is True:
+            parts.append(flag)
+        elif value is not False and value is not None and value != _DEFAULTS.get(dest):
+            parts.append(f"{flag}={value}")
+    parts += [f"--xtc-cases={_shown(Path(here, p), here)}" for p in config.getoption("xtc_cases")]
     parts += [
         f"--xtc-{k}={v}" for k, v in options.adapter_settings(config).items() if v is not None
     ]
-    for field in ("repeat", "number", "min_repeat_ms"):  # a kernel may fail after more calls
-        value = config.getoption(f"xtc_{field}")
-        if value != getattr(DEFAULT_TIMING, field):
-            parts.append(f"--xtc-{field.replace('_', '-')}={value}")
-    return shlex.join([*parts, "-k", name])
+    return shlex.join(parts)
+
+
+_DEFAULTS: dict[str, object] = {
+    "xtc_seed": None,  # always shown: the seed is part of the case's identity
+    "xtc_repeat": options.DEFAULT_REPEAT,
+    "xtc_number": options.DEFAULT_NUMBER,
+    "xtc_min_repeat_ms": options.DEFAULT_MIN_REPEAT_MS,
+}
 
 
 def _expectation(
@@ -56,8 +122,13 @@ def _expectation(
     return None if path is None else expectations.find(expectations.load(path), case_id)
 
 
-def conclude(request: pytest.FixtureRequest, adapter: TargetAdapter, outcome: Outcome) -> None:
-    """Turn an outcome into pytest's pass, skip, expected failure or failure."""
+def conclude(
+    request: pytest.FixtureRequest, adapter: TargetAdapter, outcome: Outcome | PendingCase
+) -> None:
+    """Run the case if it has not run yet, then turn its outcome into pytest's pass, skip,
+    expected failure or failure."""
+    if isinstance(outcome, PendingCase):
+        outcome = outcome.run()
     case_id = outcome.case
     expected = None
     if outcome.status in (Status.PASSED, Status.FAILED):
@@ -82,10 +153,11 @@ def conclude(request: pytest.FixtureRequest, adapter: TargetAdapter, outcome: Ou
         if request.config.getoption("xtc_strict"):
             pytest.fail(f"--xtc-strict: cannot run here: {outcome.message}", pytrace=False)
         pytest.skip(outcome.message)
-    rerun = rerun_command(request.config, request.node.name, outcome.target)
+    rerun = rerun_command(request.node)
     if outcome.status is Status.ERROR:
         pytest.fail(
             f"[infrastructure error, {outcome.phase}] {outcome.message}\nrerun alone: {rerun}",
             pytrace=False,
         )
     pytest.fail(f"[{outcome.phase}] {outcome.message}\nrerun alone: {rerun}", pytrace=False)
+

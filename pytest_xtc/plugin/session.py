@@ -28,25 +28,36 @@ def configure(config: pytest.Config) -> None:
             problem = value is not None and option.problem(value)
             if problem:
                 raise registry.SelectionError(problem)
-        adapters = registry.resolve(selection, values)
+        isolate = not config.getoption("xtc_no_isolation")
+        adapters = registry.resolve(selection, values, isolate=isolate)
         if not config.getoption("xtc_ignore_expectations"):
             for adapter in adapters:
                 path = adapter.expectations_file()
                 if path is not None:
                     expectations.load(path)
-        user_cases = load_case_paths(config.getoption("xtc_cases"))
+        budget = config.getoption("xtc_max_case_bytes")
+        user_cases = load_case_paths(config.getoption("xtc_cases"), budget)
+        if config.getoption("xtc_only_cases") and not config.getoption("xtc_cases"):
+            raise registry.SelectionError("--xtc-only-cases needs --xtc-cases=PATH")
         from pytest_xtc.conformance import builtin_cases
 
         check_unique(user_cases, (c.id for c in builtin_cases()))
     except (registry.SelectionError, CaseFileError, expectations.ExpectationFileError) as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[state.KEY] = state.XtcSession(
-        selection, explicit, adapters, user_cases, adapter_options=values
+        selection,
+        explicit,
+        adapters,
+        user_cases,
+        adapter_options=values,
+        builtin=not config.getoption("xtc_only_cases"),
+        case_ids=frozenset(options.case_ids(config.getoption("xtc_case"))),
     )
+    collection.register_markers(config)
     for module in (collection, outcomes, benchmarking):
         config.pluginmanager.register(module, f"xtc-{module.__name__.rpartition('.')[2]}-hooks")
     config.pluginmanager.register(OutcomeCollector(config), "xtc-summary")
     sharding.configure(config)
     reporting.configure(config)
-    if explicit or user_cases:
+    if explicit or user_cases or config.getoption("xtc_case"):
         collection.add_suite_to_args(config)

@@ -1,9 +1,15 @@
 """The end of a session: per-target counts as a table, skip reasons grouped, the slowest
-kernels with their GFLOP/s, the expected-failure entries this run did not use, and
-``--xtc-update-expectations``."""
+kernels with their GFLOP/s, the expected-failure entries this run did not use (when it
+ran a target's whole case set), and ``--xtc-update-expectations``.
+
+Its tables fit the terminal's width (80 columns without a terminal; reason lines stay
+whole, for grep), coloured through pytest's own markup (``--color=no`` and ``NO_COLOR``
+apply).
+"""
 
 from __future__ import annotations
 
+import textwrap
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,7 +20,7 @@ import pytest
 from pytest_xtc.core import expectations
 from pytest_xtc.core.outcome import Phase, Status
 from pytest_xtc.plugin import state
-from pytest_xtc.report.text import table
+from pytest_xtc.report.text import RATIO_HEADER, RATIO_NOTE, human_time, table_lines
 
 COLUMNS = (
     "passed",
@@ -24,6 +30,12 @@ COLUMNS = (
     "not-supported",
     "skipped",
 )
+#: The counts table's headers, short enough for 80 columns.
+HEADERS = {
+    "infrastructure error": "infra error",
+    "expected failure": "xfailed",
+    "not-supported": "unsupported",
+}
 SLOWEST = 5
 
 
@@ -76,6 +88,7 @@ class OutcomeCollector:
         if not self.results:
             return
         write = terminalreporter.write_line
+        width = min(terminalreporter._tw.fullwidth, 120)
         terminalreporter.write_sep("=", "XTC conformance")
         counts: dict[str, Counter[str]] = defaultdict(Counter)
         reasons: dict[str, Counter[str]] = defaultdict(Counter)
@@ -83,31 +96,44 @@ class OutcomeCollector:
             counts[r.target][r.column] += 1
             if r.column in ("not-supported", "skipped"):
                 reasons[r.target][f"{r.column}: {r.message}"] += 1
-        rows = [[t, *(str(counts[t][c]) for c in COLUMNS)] for t in sorted(counts)]
-        write(table(["target", *COLUMNS], rows))
+        targets = sorted(counts)
+        rows = [[t, *(str(counts[t][c]) for c in COLUMNS)] for t in targets]
+        header = ["target", *(HEADERS.get(c, c) for c in COLUMNS)]
+        groups = table_lines(header, rows, width)
+        for line in (*groups[0], *groups[1]):
+            write(line, bold=True)
+        for target, group in zip(targets, groups[2:], strict=True):
+            bad = counts[target]["failed"] + counts[target]["infrastructure error"]
+            colour = {"red": True} if bad else {"green": True}
+            if not bad and not counts[target]["passed"]:
+                colour = {"yellow": True}
+            for line in group:
+                write(line, **colour)
         for target in sorted(reasons):
             for reason, n in reasons[target].most_common():
-                write(f"  {n} x {reason}")
+                # one line each (not wrapped: a reason is searched for as a whole)
+                write(f"  {n} x {reason}", yellow=True)
         slowest = self.slowest()
         if slowest:
             write("")
-            write(f"slowest kernels (median of {slowest[0][1]['repeat']} repeats):")
-            write(
-                table(
-                    ["case", "median", "GFLOP/s", "vs numpy"],
-                    [
-                        [
-                            f"{target}-{case}",
-                            f"{p['median_s'] * 1e3:.3f} ms",
-                            f"{p['gflops']:.2f}" if p.get("gflops") else "-",
-                            f"{p['time_vs_numpy']:.2f}x" if p.get("time_vs_numpy") else "-",
-                        ]
-                        for (target, case), p in slowest
-                    ],
-                )
-            )
+            write(f"slowest kernels (median of {slowest[0][1]['repeat']} repeats):", bold=True)
+            perf_rows = [
+                [
+                    f"{target}-{case}",
+                    human_time(p["median_s"]),
+                    f"{p['gflops']:.3g}" if p.get("gflops") else "-",
+                    f"{p['time_vs_numpy']:.3g}" if p.get("time_vs_numpy") else "-",
+                ]
+                for (target, case), p in slowest
+            ]
+            perf_header = ["case", "median", "GFLOP/s", RATIO_HEADER]
+            for group in table_lines(perf_header, perf_rows, width):
+                for line in group:
+                    write(line)
+            for line in textwrap.wrap(RATIO_NOTE, width):
+                write(line)
         for line in self.expectation_audit():
-            write(line)
+            write(line, yellow=line.startswith("  "))
         for path in self.updated:
             write(f"expected-failure file for review (not applied): {path}")
 
@@ -132,8 +158,11 @@ class OutcomeCollector:
         ran: dict[str, list[str]] = defaultdict(list)
         for r in self.results:
             ran[r.target].append(r.case)
+        complete = self.complete_targets(ran)
         lines = []
         for target, path in self._expectation_files().items():
+            if target not in complete:
+                continue  # a filtered run: an unused entry says nothing
             for entry in expectations.load(path):
                 if not any(entry.matches(case) for case in ran[target]):
                     lines.append(
@@ -141,6 +170,21 @@ class OutcomeCollector:
                         f"of {target} in this run"
                     )
         return ["", "expected-failure entries unused:", *lines] if lines else []
+
+    def complete_targets(self, ran: dict[str, list[str]]) -> set[str]:
+        """The targets whose whole case set ran (no -k, -m, node id, shard or --xtc-case
+        left any of their cases out)."""
+        session = state.get(self.config)
+        if session is None or session.case_ids:
+            return set()
+        from pytest_xtc.core.suite import cases_for
+
+        cases = session.cases()
+        return {
+            adapter.name
+            for adapter in session.adapters
+            if {c.id for c in cases_for(adapter, cases)} <= set(ran[adapter.name])
+        }
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
