@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -250,3 +251,13 @@ def test_one_device_one_user_across_processes(tmp_path: Path, monkeypatch) -> No
     lock.release()
     with device_lock(None):
         pass
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "0", "-1", "abc"])
+def test_a_time_limit_that_is_not_finite_and_positive_is_a_usage_error(
+    run: Callable[..., pytest.RunResult], value: str
+) -> None:
+    result = run("--xtc-target=host", f"--xtc-run-timeout={value}", "--co")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "expected a finite number of seconds > 0" in result.stderr.str()
+    assert "Traceback" not in result.stderr.str()

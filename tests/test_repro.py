@@ -297,3 +297,24 @@ def test_option_defaults_agree_with_the_core() -> None:
     assert DEFAULT_TIMING.number == options.DEFAULT_NUMBER
     assert DEFAULT_TIMING.min_repeat_ms == options.DEFAULT_MIN_REPEAT_MS
     assert options.DEFAULT_MAX_CASE_BYTES == limits.DEFAULT_MAX_CASE_BYTES
+
+    class Group:
+        names: list[str] = []
+
+        def addoption(self, *flags: str, **kwargs: object) -> None:
+            self.names += [f.removeprefix("--xtc-") for f in flags]
+
+    class Parser:
+        group = Group()
+
+        def getgroup(self, *args: object) -> Group:
+            return self.group
+
+        def addini(self, *args: object, **kwargs: object) -> None:
+            pass
+
+    parser = Parser()
+    options.add(parser)  # type: ignore[arg-type]
+    assert set(parser.group.names) == set(registry.RESERVED_OPTIONS), (
+        "core/registry.py RESERVED_OPTIONS must list every built-in --xtc- option"
+    )

@@ -40,6 +40,8 @@ RESERVED_OPTIONS = frozenset(
         "strict",
         "list-targets",
         "cases",
+        "case",
+        "only-cases",
         "ignore-expectations",
         "no-isolation",
         "compile-timeout",
