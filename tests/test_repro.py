@@ -299,7 +299,8 @@ def test_option_defaults_agree_with_the_core() -> None:
     assert options.DEFAULT_MAX_CASE_BYTES == limits.DEFAULT_MAX_CASE_BYTES
 
     class Group:
-        names: list[str] = []
+        def __init__(self) -> None:
+            self.names: list[str] = []
 
         def addoption(self, *flags: str, **kwargs: object) -> None:
             self.names += [f.removeprefix("--xtc-") for f in flags]
