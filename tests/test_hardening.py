@@ -261,3 +261,24 @@ def test_a_time_limit_that_is_not_finite_and_positive_is_a_usage_error(
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "expected a finite number of seconds > 0" in result.stderr.str()
     assert "Traceback" not in result.stderr.str()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--xtc-target="], "argument --xtc-target: expected a value, got an empty one"),
+        (["--xtc-target=host", "--xtc-report="], "argument --xtc-report: expected a value"),
+        (["--xtc-target=host", "--xtc-cases="], "argument --xtc-cases: expected a value"),
+        (["--xtc-target=host[1]"], "target 'host' has no numbered devices"),
+        (["--xtc-target=host", "--xtc-update-expectations=/proc/no/such"],
+         "--xtc-update-expectations=/proc/no/such: cannot write there"),
+        (["--xtc-target=host", "--xtc-max-case-bytes=0"], "expected an integer >= 1"),
+    ],
+)
+def test_bad_command_line_values_are_refused_up_front(
+    run: Callable[..., pytest.RunResult], args: list[str], message: str
+) -> None:
+    result = run(*args, "--co")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert message in result.stderr.str()
+    assert "Traceback" not in result.stderr.str() + result.stdout.str()

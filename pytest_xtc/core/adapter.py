@@ -147,6 +147,8 @@ class TargetAdapter(ABC):
 
     #: Options this adapter adds to pytest and to ``xtc-conformance``.
     options: Sequence[OptionSpec] = ()
+    #: Whether the target has numbered devices, selected as ``NAME[ORDINAL]``.
+    ordinals: bool = False
 
     def __init__(self, spec: TargetSpec) -> None:
         self.spec = spec

@@ -68,6 +68,7 @@ class Declarations:
 
     options: tuple[OptionSpec, ...]
     problems: Mapping[str, tuple[str, ...]]
+    numbered: frozenset[str] = frozenset()  # targets whose devices take NAME[ORDINAL]
 
 
 def adapter_options() -> list[OptionSpec]:
@@ -81,8 +82,11 @@ def option_declarations() -> Declarations:
     (the adapter module is never imported here), checked; computed once."""
     found: dict[str, OptionSpec] = {}
     problems: dict[str, list[str]] = {}
+    numbered = set()
     for name, ep in sorted(registered().items()):
-        declared, trouble = _declared(ep)
+        declared, trouble, ordinals = _declared(ep)
+        if ordinals:
+            numbered.add(name)
         problems[name] = trouble
         for option in declared:
             other = found.get(option.name)
@@ -93,19 +97,23 @@ def option_declarations() -> Declarations:
             elif not trouble:
                 found.setdefault(option.name, option)
     bad = {k: tuple(v) for k, v in problems.items() if v}
-    return Declarations(tuple(found.values()), bad)
+    return Declarations(tuple(found.values()), bad, frozenset(numbered))
 
 
-def _declared(ep: EntryPoint) -> tuple[list[OptionSpec], list[str]]:
+def _declared(ep: EntryPoint) -> tuple[list[OptionSpec], list[str], bool]:
+    """The options an entry point's factory declares, the problems found, and whether
+    it takes ordinals."""
     try:
         if isolation.available():
-            raw = isolation.call_isolated(partial(_read_options, ep), OPTIONS_LIMIT_S, "options")
+            raw, ordinals = isolation.call_isolated(
+                partial(_read_options, ep), OPTIONS_LIMIT_S, "options"
+            )
         else:
-            raw = _read_options(ep)
+            raw, ordinals = _read_options(ep)
     except isolation.ChildFailure as exc:
-        return [], [f"reading its options {exc.cause}"]
+        return [], [f"reading its options {exc.cause}"], False
     except Exception as exc:
-        return [], [f"{exc}"]
+        return [], [f"{exc}"], False
     options, trouble = [], []
     for fields in raw:
         if isinstance(fields, str):
@@ -116,18 +124,20 @@ def _declared(ep: EntryPoint) -> tuple[list[OptionSpec], list[str]]:
             trouble.append(f"option name {option.name!r} is not lower-case words and dashes")
         else:
             options.append(option)
-    return options, trouble
+    return options, trouble, ordinals
 
 
-def _read_options(ep: EntryPoint) -> list[dict[str, Any] | str]:
-    """In the child: the factory's ``options`` as plain fields (or a problem, as text)."""
+def _read_options(ep: EntryPoint) -> tuple[list[dict[str, Any] | str], bool]:
+    """In the child: the factory's ``options`` as plain fields (or a problem, as text),
+    and its ``ordinals`` flag."""
     try:
         factory = ep.load()
     except BaseException as exc:  # SystemExit at import included
         raise RuntimeError(f"adapter failed to load: {type(exc).__name__}: {exc}") from None
     declared = getattr(factory, "options", ())
+    ordinals = getattr(factory, "ordinals", False) is True
     if isinstance(declared, (str, bytes)) or not isinstance(declared, Sequence):
-        return [f"options is a {type(declared).__name__}, not a sequence of OptionSpec"]
+        return [f"options is a {type(declared).__name__}, not a sequence of OptionSpec"], False
     result: list[dict[str, Any] | str] = []
     for option in declared:
         if not isinstance(option, OptionSpec):
@@ -144,7 +154,7 @@ def _read_options(ep: EntryPoint) -> list[dict[str, Any] | str]:
                 "expected": str(option.expected),
             }
         )
-    return result
+    return result, ordinals
 
 
 @dataclass(frozen=True)
@@ -213,6 +223,13 @@ def resolve(
             names = ", ".join(sorted(known)) or "(none)"
             raise SelectionError(
                 f"unknown XTC target {selected.name!r}; registered targets: {names}, all, auto"
+            )
+        numbered = option_declarations().numbered
+        if selected.ordinal is not None and selected.base not in numbered:
+            takers = ", ".join(sorted(numbered)) or "none"
+            raise SelectionError(
+                f"target {selected.base!r} has no numbered devices: select {selected.base!r} "
+                f"without [{selected.ordinal}] (targets that take one: {takers})"
             )
         adapters.setdefault(selected.name, load(selected, options, isolate))
     return list(adapters.values())

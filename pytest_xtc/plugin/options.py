@@ -61,6 +61,14 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _not_empty(text: str) -> str:
+    """An option type: any text but the empty one (``--xtc-report=`` is a slip, not a
+    choice of the current directory)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a value, got an empty one")
+    return text
+
+
 def _option_dest(name: str) -> str:
     return "xtc_" + name.replace("-", "_")
 
@@ -70,6 +78,7 @@ def add(parser: pytest.Parser) -> None:
     group = parser.getgroup("xtc", "XTC conformance")
     group.addoption(
         "--xtc-target",
+        type=_not_empty,
         dest="xtc_target",
         default=None,
         metavar="NAME[,NAME...]",
@@ -90,6 +99,7 @@ def add(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--xtc-cases",
+        type=_not_empty,
         action="append",
         default=[],
         metavar="PATH",
@@ -103,6 +113,7 @@ def add(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--xtc-case",
+        type=_not_empty,
         action="append",
         default=[],
         metavar="ID",
@@ -152,6 +163,7 @@ def add(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--xtc-update-expectations",
+        type=_not_empty,
         default=None,
         metavar="DIR",
         help="write each target's expected-failure file as this run says it should read "
@@ -190,6 +202,7 @@ def add(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--xtc-report",
+        type=_not_empty,
         dest="xtc_report",
         default=None,
         metavar="DIR",
@@ -198,6 +211,7 @@ def add(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--xtc-shard",
+        type=_not_empty,
         dest="xtc_shard",
         default=None,
         metavar="I/N",

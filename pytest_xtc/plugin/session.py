@@ -3,6 +3,9 @@ bad one is a usage error), then the plugin's other modules registered."""
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 import pytest
 
 from pytest_xtc.core import expectations, registry
@@ -35,6 +38,7 @@ def configure(config: pytest.Config) -> None:
                 path = adapter.expectations_file()
                 if path is not None:
                     expectations.load(path)
+        _check_writable(config.getoption("xtc_update_expectations"))
         budget = config.getoption("xtc_max_case_bytes")
         user_cases = load_case_paths(config.getoption("xtc_cases"), budget)
         if config.getoption("xtc_only_cases") and not config.getoption("xtc_cases"):
@@ -61,3 +65,19 @@ def configure(config: pytest.Config) -> None:
     reporting.configure(config)
     if explicit or user_cases or config.getoption("xtc_case"):
         collection.add_suite_to_args(config)
+
+
+def _check_writable(folder: str | None) -> None:
+    """``--xtc-update-expectations=DIR`` must be writable now, not after the whole run."""
+    if folder is None:
+        return
+    path = Path(folder)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as exc:
+        raise registry.SelectionError(
+            f"--xtc-update-expectations={folder}: cannot write there "
+            f"({exc.strerror or exc}); choose a writable directory"
+        ) from None

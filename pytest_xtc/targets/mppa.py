@@ -73,6 +73,7 @@ _import_lock = threading.Lock()
 
 
 class MppaTarget(TargetAdapter):
+    ordinals = True  # NAME[N]: device N
     options = (
         OptionSpec(
             "mppa-platform",

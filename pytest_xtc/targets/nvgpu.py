@@ -100,6 +100,7 @@ class Compiled:
 
 
 class NvgpuTarget(TargetAdapter):
+    ordinals = True  # NAME[N]: device N
     options = (
         OptionSpec(
             ARCH_OPTION,
