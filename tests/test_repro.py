@@ -290,6 +290,7 @@ def test_option_defaults_agree_with_the_core() -> None:
     """options.py keeps its own copies (it imports nothing of the core): they must agree."""
     from pytest_xtc.core import limits, registry
     from pytest_xtc.core.perf import DEFAULT_TIMING
+    from pytest_xtc.core.remote import HostLimits
     from pytest_xtc.plugin import options
 
     assert options.DEFAULT_SELECTION == registry.DEFAULT_SELECTION
@@ -297,6 +298,7 @@ def test_option_defaults_agree_with_the_core() -> None:
     assert DEFAULT_TIMING.number == options.DEFAULT_NUMBER
     assert DEFAULT_TIMING.min_repeat_ms == options.DEFAULT_MIN_REPEAT_MS
     assert options.DEFAULT_MAX_CASE_BYTES == limits.DEFAULT_MAX_CASE_BYTES
+    assert HostLimits.probe == options.DEFAULT_PROBE_TIMEOUT
 
     class Group:
         def __init__(self) -> None:

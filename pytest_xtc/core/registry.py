@@ -16,7 +16,7 @@ from typing import Any
 
 from pytest_xtc.core import isolation
 from pytest_xtc.core.adapter import BrokenAdapter, OptionSpec, TargetAdapter, TargetSpec, Tier
-from pytest_xtc.core.remote import IsolatedAdapter
+from pytest_xtc.core.remote import HostLimits, IsolatedAdapter
 
 GROUP = "pytest_xtc.targets"
 DEFAULT_SELECTION = "host"
@@ -55,6 +55,7 @@ RESERVED_OPTIONS = frozenset(
         "report",
         "shard",
         "max-case-bytes",
+        "probe-timeout",
     }
 )
 OPTIONS_LIMIT_S = 5.0  # to import an adapter module and read its options
@@ -183,7 +184,10 @@ def parse(selection: str | Iterable[str]) -> list[Selected]:
 
 
 def load(
-    selected: Selected, options: Mapping[str, str | None], isolate: bool = True
+    selected: Selected,
+    options: Mapping[str, str | None],
+    isolate: bool = True,
+    limits: HostLimits | None = None,
 ) -> TargetAdapter:
     """Build one adapter; any failure gives an unavailable adapter carrying the cause.
     With ``isolate`` (and ``fork``), an :class:`IsolatedAdapter`: the adapter is imported,
@@ -194,7 +198,7 @@ def load(
         return BrokenAdapter(spec, "; ".join(problems))
     entry = registered()[selected.base]
     if isolate and isolation.available():
-        return IsolatedAdapter(spec, entry)
+        return IsolatedAdapter(spec, entry, limits or HostLimits())
     try:
         factory = entry.load()
         adapter = factory(spec)
@@ -206,16 +210,20 @@ def load(
 
 
 def resolve(
-    selection: str | Iterable[str], options: Mapping[str, str | None], isolate: bool = True
+    selection: str | Iterable[str],
+    options: Mapping[str, str | None],
+    isolate: bool = True,
+    limits: HostLimits | None = None,
 ) -> list[TargetAdapter]:
     """Adapters for a selection. ``all``: every registered one; ``auto``: every available.
-    ``isolate``: see :func:`load` (False for ``--xtc-no-isolation``)."""
+    ``isolate`` and ``limits``: see :func:`load` (``--xtc-no-isolation``,
+    ``--xtc-probe-timeout``)."""
     known = registered()
     adapters: dict[str, TargetAdapter] = {}
     for selected in parse(selection):
         if selected.name in ("all", "auto"):
             for name in sorted(known):
-                adapter = load(Selected(name, name, None), options, isolate)
+                adapter = load(Selected(name, name, None), options, isolate, limits)
                 if selected.name == "all" or adapter.status().tier is Tier.EXECUTE:
                     adapters.setdefault(name, adapter)
             continue
@@ -231,5 +239,5 @@ def resolve(
                 f"target {selected.base!r} has no numbered devices: select {selected.base!r} "
                 f"without [{selected.ordinal}] (targets that take one: {takers})"
             )
-        adapters.setdefault(selected.name, load(selected, options, isolate))
+        adapters.setdefault(selected.name, load(selected, options, isolate, limits))
     return list(adapters.values())

@@ -33,6 +33,8 @@ HELP_ARGS = frozenset({"-h", "--help"})
 #: A case whose operands would need more bytes is refused up front
 #: (``core.limits.DEFAULT_MAX_CASE_BYTES``; a test checks both agree).
 DEFAULT_MAX_CASE_BYTES = 1 << 30
+#: Seconds to probe an adapter (``core.remote.HostLimits.probe``; a test checks).
+DEFAULT_PROBE_TIMEOUT = 30.0
 
 
 def _at_least(minimum: int) -> Callable[[str], int]:
@@ -147,6 +149,14 @@ def add(parser: pytest.Parser) -> None:
         metavar="BYTES",
         help="refuse, up front, a case whose operands and reference would need more memory "
         f"(default {DEFAULT_MAX_CASE_BYTES}, 1 GiB)",
+    )
+    group.addoption(
+        "--xtc-probe-timeout",
+        type=_seconds,
+        default=DEFAULT_PROBE_TIMEOUT,
+        metavar="SECONDS",
+        help="time limit of loading and probing one adapter (each in its own process); "
+        f"a target past it is unavailable (default {DEFAULT_PROBE_TIMEOUT:g})",
     )
     group.addoption(
         "--xtc-run-timeout",

@@ -10,6 +10,7 @@ import pytest
 
 from pytest_xtc.core import expectations, registry
 from pytest_xtc.core.cases import CaseFileError, check_unique, load_case_paths
+from pytest_xtc.core.remote import HostLimits
 from pytest_xtc.plugin import (
     benchmarking,
     collection,
@@ -32,7 +33,9 @@ def configure(config: pytest.Config) -> None:
             if problem:
                 raise registry.SelectionError(problem)
         isolate = not config.getoption("xtc_no_isolation")
-        adapters = registry.resolve(selection, values, isolate=isolate)
+        probe_s = config.getoption("xtc_probe_timeout")
+        limits = HostLimits(load=max(HostLimits.load, probe_s), probe=probe_s)
+        adapters = registry.resolve(selection, values, isolate=isolate, limits=limits)
         if not config.getoption("xtc_ignore_expectations"):
             for adapter in adapters:
                 path = adapter.expectations_file()
