@@ -32,6 +32,7 @@ from pytest_xtc.core.outcome import STAGES, Phase
 from pytest_xtc.core.selectors import Selector, SelectorError, Traits
 
 KEYS = ("id", "targets", "phase", "reason", "url")
+CASE_KEYS = ("pattern", "ops", "dtypes", "placements", "primitives")
 
 
 class WaiverFileError(ValueError):
@@ -86,10 +87,12 @@ def waiver_from(entry: Mapping[str, Any], where: str) -> Waiver:
             raise WaiverFileError(f"{where}: needs id, reason and url (strings)")
     if not entry["url"].startswith(("http://", "https://")):
         raise WaiverFileError(f"{where}: url must be an issue URL")
-    unknown = sorted(set(entry) - set(KEYS) - {"pattern", "ops", "dtypes", "placements",
-                                                "primitives", "xtc"})
+    unknown = sorted(set(entry) - {*KEYS, *CASE_KEYS, "xtc"})
     if unknown:
         raise WaiverFileError(f"{where}: unknown keys {', '.join(unknown)}")
+    if not any(k in entry for k in CASE_KEYS):
+        raise WaiverFileError(f"{where}: names no case: give a pattern or properties "
+                              f"({', '.join(CASE_KEYS)}); a waiver never covers everything")
     try:
         selector = Selector.from_data(entry, where)
     except SelectorError as exc:
