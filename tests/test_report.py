@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from packaging.specifiers import SpecifierSet
 
 from pytest_xtc import SUITE_VERSION, cli

@@ -88,8 +88,6 @@ def _profile_verdict(
 ) -> dict[str, Any]:
     if not required:
         return {"verdict": NOT_APPLICABLE, "required": 0, "reasons": ["no required case"]}
-    if unfit is not None:
-        return {"verdict": NOT_APPLICABLE, "required": len(required), "reasons": [unfit]}
     missing = [c for c in required if c not in by_case]
     duplicated = [c for c in required if len(by_case.get(c, ())) > 1]
     single = {c: by_case[c][0] for c in required if len(by_case.get(c, ())) == 1}
@@ -119,6 +117,8 @@ def _profile_verdict(
         )
     if odd:
         reasons.append(f"{len(odd)} results have an unknown status: {_examples(odd)}")
+    if unfit is not None:  # the target does not claim enough to be judged on this profile
+        return {"verdict": NOT_APPLICABLE, "required": len(required), "reasons": [unfit, *reasons]}
     passed = sum(r["status"] == "passed" for r in single.values())
     if not reasons and not passed:
         unsupported = sum(r["status"] == "not-supported" for r in single.values())
