@@ -85,7 +85,8 @@ def _runs(report: Mapping[str, Any]) -> list[str]:
 
 def _waivers(report: Mapping[str, Any]) -> list[str]:
     by_id = {str(w.get("id")): w for w in report.get("waivers") or []}
-    waived = [(t, c, w) for t, e in report["targets"].items() for c, w in e["waived"].items()]
+    waived = [(t, c, w) for t, e in report["targets"].items()
+              for c, w in sorted(e["waived"].items())]
     lines: list[str] = []
     if waived:
         lines += ["", "## Waived", ""]
