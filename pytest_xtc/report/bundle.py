@@ -10,10 +10,14 @@ A bundle is a directory of four files (and ``perf.svg`` when performance was rec
 ``report.json``
     ``schema``, ``kind``, ``suite`` (name, version), ``case_set`` (sha256 and count over
     every ``<target>\\t<case id>``), ``waivers`` (the suite's, echoed), ``profiles``,
-    ``runs`` (each: command, system, settings, filters, shard, exit status), ``targets``
-    (each: tier, reason, versions, device, placements, the runs it came from, its case set
-    with the profile of every case, shards, counts, verdicts, waived, results) and
-    ``totals``.
+    ``runs`` (each: command, system, settings with ``certifying``, filters, shard, exit
+    status), ``targets`` (each: tier, reason, versions, device, placements, declared
+    capabilities, adapter distribution and options, the runs it came from, its case set
+    with the profile and traits of every case, shards, counts, verdicts, waived, results),
+    ``totals``, ``waivers_used``, ``certifies`` and ``not_certifying``.
+
+Reading a bundle goes through :mod:`pytest_xtc.report.limits` (names confined to the
+bundle, no links, sizes and JSON nesting capped).
 ``summary.md``
     The same for people (CI job summaries).
 ``MANIFEST.sha256``
