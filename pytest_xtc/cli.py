@@ -2,16 +2,20 @@
 prove the suite's own power (``selftest``).
 
 Exit status: 0 when all went well, 1 when a bundle does not verify or cannot be merged,
-or when ``run`` finds a target not conformant to a claimed profile (``--profile``, default
-core; a shard counts when nothing but its being one shard stands against it), 2 for a
-usage error. ``run`` passes on pytest's own status when pytest wrote no bundle.
+when ``verify --rerun N`` finds a rerun case that disagrees with the bundle, or when
+``run`` finds a target not conformant (with or without waivers) to a claimed profile
+(``--profile``, default core; "not applicable" fails too; a shard counts when nothing but
+its being one shard stands against it) or a bundle that does not certify, 2 for a usage
+error. ``run`` passes on pytest's own status when pytest wrote no bundle.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import secrets
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -19,7 +23,7 @@ from typing import Any
 from pytest_xtc.core import registry
 from pytest_xtc.report import bundle, merge, verify
 from pytest_xtc.report.profiles import PROFILES
-from pytest_xtc.report.verdicts import CONFORMANT, NOT_APPLICABLE, Scope, run_problems
+from pytest_xtc.report.verdicts import HOLDS, Scope, run_problems
 
 PROG = "xtc-conformance"
 
@@ -92,25 +96,36 @@ def cmd_run(args: argparse.Namespace, extra: Sequence[str]) -> int:
 
 
 def claims_hold(report: dict[str, Any], profiles: Sequence[str], partial_ok: bool) -> bool:
-    """Every target conformant to every claimed profile (a shard: nothing but its being
-    one shard of a run stands against it)."""
+    """The bundle certifies and every target is conformant (with or without waivers) to
+    every claimed profile (a shard: nothing but its being one shard of a run stands
+    against it)."""
+    if not report.get("certifies"):
+        return False
     for name, entry in report["targets"].items():
         shard_only = partial_ok and entry.get("scope") == Scope.SHARD.value
         excused = set(run_problems(report, name)) if shard_only else set()
         for profile in profiles:
             verdict = entry["verdicts"][profile]
             reasons = [r for r in verdict["reasons"] if r not in excused]
-            if verdict["verdict"] == NOT_APPLICABLE or reasons:
+            if reasons or (verdict["verdict"] not in HOLDS and not shard_only):
                 return False
     return True
 
 
+def format_certification(report: dict[str, Any]) -> str:
+    if report.get("certifies"):
+        return "certifies: yes (certification runs only)"
+    return "certifies: no (" + "; ".join(report.get("not_certifying") or ["unknown"]) + ")"
+
+
 def format_verdicts(report: dict[str, Any]) -> str:
-    lines = []
+    lines = [format_certification(report)]
     for name, entry in report["targets"].items():
         for profile in PROFILES:
             verdict = entry["verdicts"][profile]
-            why = "; ".join(verdict["reasons"]) if verdict["verdict"] != CONFORMANT else ""
+            why = "; ".join(verdict["reasons"]) if verdict["verdict"] not in HOLDS else ""
+            if verdict.get("waived"):
+                why = f"{verdict['waived']} cases waived"
             lines.append(f"{name} {profile}: {verdict['verdict']}" + (f" ({why})" if why else ""))
     return "\n".join(lines)
 
@@ -125,7 +140,24 @@ def cmd_verify(args: argparse.Namespace) -> int:
     print(f"{args.bundle}: OK ({len(records)} results, {len(report['targets'])} targets, "
           f"case set {report['case_set']['sha256'][:16]})")
     print(format_verdicts(report))
-    return 0
+    if args.rerun is None:
+        return 0
+    return rerun(args, report, records)
+
+
+def rerun(args: argparse.Namespace, report: dict[str, Any], records: list[dict[str, Any]]) -> int:
+    from pytest_xtc.report import rerun as audit
+
+    seed = args.seed if args.seed is not None else secrets.randbelow(1 << 32)
+    print(f"rerun: {min(args.rerun, len(records))} of {len(records)} results drawn with "
+          f"--seed {seed}")
+    with tempfile.TemporaryDirectory(prefix="xtc-rerun-") as work:
+        found = audit.audit(report, records, args.rerun, seed, Path(work))
+    for line in found.mismatches:
+        print(f"{args.bundle}: rerun: {line}", file=sys.stderr)
+    print(f"rerun: {len(found.chosen)} cases, {len(found.mismatches)} mismatches "
+          f"({found.digests_compared} output digests compared)")
+    return 1 if found.mismatches else 0
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
@@ -165,6 +197,11 @@ def build_parser() -> argparse.ArgumentParser:
     verify = sub.add_parser("verify", help="check a bundle: checksums, completeness, "
                             "consistency of results and verdicts")
     verify.add_argument("bundle", type=Path, metavar="DIR")
+    verify.add_argument("--rerun", type=int, metavar="N",
+                        help="also re-run N results drawn at random on this machine and "
+                        "compare statuses (and output digests where deterministic)")
+    verify.add_argument("--seed", type=int, metavar="S",
+                        help="seed of the --rerun draw (default: random, printed)")
 
     sub.add_parser("selftest", help="prove the suite's power: faulty host variants must all "
                    "be rejected, the real host must pass three seeded runs")
@@ -187,6 +224,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.profile = args.profile or ["core"]
             return cmd_run(args, extra)
         if args.command == "verify":
+            if args.rerun is not None and args.rerun < 1:
+                raise CliError("verify: --rerun N needs N >= 1", 2)
             return cmd_verify(args)
         if args.command == "selftest":
             from pytest_xtc.selftest import proof as selftest

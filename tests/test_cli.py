@@ -13,7 +13,7 @@ import pytest
 from pytest_xtc import cli
 from pytest_xtc.report import bundle, caseset, verify
 from pytest_xtc.report.verdicts import CONFORMANT, NOT_CONFORMANT
-from tests.test_report import CASES, make_bundle, verdicts
+from tests.test_report import CAPABILITIES, CASES, A, make_bundle, verdicts
 
 
 def shards(root: Path, **kwargs: Any) -> tuple[Path, Path]:
@@ -37,7 +37,9 @@ def test_verify_says_ok_or_one_line_per_problem(tmp_path: Path,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     make_bundle(tmp_path / "b", [(c, "passed") for c in CASES])
     assert cli.main(["verify", str(tmp_path / "b")]) == 0
-    assert f"{tmp_path / 'b'}: OK (4 results, 1 targets" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"{tmp_path / 'b'}: OK ({len(CASES)} results, 1 targets" in out
+    assert "certifies: yes" in out
     (tmp_path / "b" / bundle.SUMMARY).write_text("edited\n")
     assert cli.main(["verify", str(tmp_path / "b")]) == 1
     err = capsys.readouterr().err.splitlines()
@@ -77,7 +79,7 @@ def test_shards_alone_are_partial_and_merged_are_conformant(tmp_path: Path) -> N
 
 def test_one_shard_merged_alone_stays_partial(tmp_path: Path) -> None:
     s1, _ = shards(tmp_path)
-    make_bundle(tmp_path / "u", [("a", "passed")], target="u", cases={"a": "core"})
+    make_bundle(tmp_path / "u", [(c, "passed") for c in CASES], target="u")
     assert cli.main(["merge", str(tmp_path / "m"), str(s1), str(tmp_path / "u")]) == 0
     merged = json.loads((tmp_path / "m" / bundle.REPORT).read_text())
     assert merged["targets"]["t"]["shards"] == {"count": 2, "indices": [1]}
@@ -88,8 +90,9 @@ def test_one_shard_merged_alone_stays_partial(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ("version", "suite versions differ: 9.9 in"),
+        ("version", "bundle written by suite 9.9; this is pytest-xtc"),
         ("cases", "case sets of t differ between"),
+        ("settings", "run settings differ: strict is True in"),
         ("duplicate", "is in both"),
         ("same-shard", "shard [1] of t is given twice"),
         ("full-and-shard", "but they are not shards of one run"),
@@ -97,19 +100,26 @@ def test_one_shard_merged_alone_stays_partial(tmp_path: Path) -> None:
 )
 def test_merge_refuses_mismatches(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                   change: str, message: str) -> None:
-    s1, _ = shards(tmp_path)
+    # development shards (filtered) merge only with development runs: give both a filter
+    dev = change in ("cases", "duplicate", "same-shard", "full-and-shard")
+    s1, _ = shards(tmp_path, filters=["-k x"] if dev else [])
     other = tmp_path / "other"
     if change == "version":
-        make_bundle(other, [("c", "passed")], shards={"count": 2, "indices": [2]}, version="9.9")
+        make_bundle(other, [(A, "passed")], shards={"count": 2, "indices": [2]}, version="9.9")
     elif change == "cases":
-        make_bundle(other, [("c", "passed")], {**CASES, "y": "core"},
-                    shards={"count": 2, "indices": [2]}, filters=["-k c"])
+        make_bundle(other, [], shards={"count": 2, "indices": [2]}, filters=["-k c"],
+                    capabilities={**CAPABILITIES, "placements": ["device", "host"]})
+    elif change == "settings":
+        mine = [(c, "passed") for c in CASES if caseset.shard_of(f"t-{c}", 2) == 2]
+        make_bundle(other, mine, shards={"count": 2, "indices": [2]},
+                    settings={"strict": False})
     elif change == "duplicate":
-        make_bundle(other, [("a", "passed")], filters=["-k a"])
+        first = next(c for c in CASES if caseset.shard_of(f"t-{c}", 2) == 1)
+        make_bundle(other, [(first, "passed")], filters=["-k a"])
     elif change == "same-shard":
         make_bundle(other, [], shards={"count": 2, "indices": [1]}, filters=["-k none"])
     else:
-        make_bundle(other, [("c", "passed")], filters=["-k c"])
+        make_bundle(other, [(A, "passed")], filters=["-k c"])
     assert cli.main(["merge", str(tmp_path / "m"), str(s1), str(other)]) == 1
     err = capsys.readouterr().err
     assert err.startswith("xtc-conformance: merge: ") and message in err, err
@@ -131,7 +141,7 @@ def test_merge_refuses_bad_inputs_and_outputs(tmp_path: Path,
     assert cli.main(["merge", str(foreign), str(s1), str(s2)]) == 1
     assert "holds no XTC conformance bundle" in capsys.readouterr().err
     assert [p.name for p in foreign.iterdir()] == ["keep.txt"]
-    make_bundle(tmp_path / "old", [("a", "failed")])
+    make_bundle(tmp_path / "old", [(A, "failed")])
     assert cli.main(["merge", str(tmp_path / "old"), str(s1), str(s2)]) == 0  # replaced
     assert verdicts(json.loads((tmp_path / "old" / bundle.REPORT).read_text()))["core"] == \
         CONFORMANT
@@ -167,7 +177,7 @@ def test_run_refuses_filters_and_builds_a_certification_command(
     assert "t core: conformant" in capsys.readouterr().out
 
     def fake_failing(argv: list[str]) -> int:
-        make_bundle(tmp_path / "r", [("a", "failed"), ("b", "passed"), ("c", "passed")])
+        make_bundle(tmp_path / "r", [(A, "failed")], fill="passed")
         return 1
 
     monkeypatch.setattr(pytest, "main", fake_failing)

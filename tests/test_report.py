@@ -9,46 +9,81 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from packaging.specifiers import SpecifierSet
 
 from pytest_xtc import SUITE_VERSION, cli
 from pytest_xtc.conformance import builtin_cases
 from pytest_xtc.core.cases import DEVICE, HOST
-from pytest_xtc.report import bundle, caseset, verify
+from pytest_xtc.core.selectors import Selector, Traits
+from pytest_xtc.report import bundle, caseset, suitecheck, verify
 from pytest_xtc.report import chart as plot
 from pytest_xtc.report.profiles import profile_of
 from pytest_xtc.report.records import clean
-from pytest_xtc.report.verdicts import CONFORMANT, NOT_APPLICABLE, NOT_CONFORMANT, assemble, judge
+from pytest_xtc.report.verdicts import (
+    CONFORMANT,
+    NOT_APPLICABLE,
+    NOT_CONFORMANT,
+    assemble,
+    judge,
+    run_not_certifying,
+)
 from pytest_xtc.report.waivers import Waiver, WaiverFileError, load_waivers, waivers_from
 
 FEW = "relu-float32-5x7 or matmul-float32-13x11x7-tile"
-CASES = {"a": "core", "b": "core", "c": "core", "x": "extended"}
+#: The suite's case set for a host-only target: case id -> profile, in suite order.
+CASES = {c.id: profile_of(c) for c in builtin_cases()}
+A, B, C = [i for i, p in CASES.items() if p == "core"][:3]
+X = next(i for i, p in CASES.items() if p == "extended")
+#: What a synthetic target declares: every op of the suite, both dtypes, host operands.
+CAPABILITIES = {"ops": sorted({op for c in builtin_cases() for op in c.ops}),
+                "dtypes": ["float32", "float64"], "placements": [HOST], "schedules": None}
+SMALL = {"a": "core", "b": "core", "c": "core", "x": "extended"}
 
 
-def make_bundle(
-    path: Path,
+def make_report(
     results: Iterable[tuple[str, str]],
-    cases: Mapping[str, str] = CASES,
     *,
     target: str = "t",
     shards: dict[str, Any] | None = None,
     filters: Iterable[str] = (),
     version: str = SUITE_VERSION,
-    waivers: Iterable[Mapping[str, str]] = (),
-) -> dict[str, Any]:
-    """A bundle of synthetic results (case id, status) for one target, as bundle.py writes."""
+    waivers: Iterable[Mapping[str, Any]] = (),
+    capabilities: Mapping[str, Any] | None = None,
+    settings: Mapping[str, Any] | None = None,
+    fill: str | None = None,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A report (not yet assembled) and the records of synthetic results (case id, status)
+    for one target of the real suite, as the plugin writes them; ``fill`` gives every
+    case without a result that status."""
+    declared = dict(capabilities or CAPABILITIES)
+    cases = {c.id: c for c in suitecheck.suite_cases(declared["placements"])}
     entry = {
-        "tier": "available", "reason": "", "versions": {"tool": "1"}, "device": "",
-        "placements": [HOST], "runs": [0], "shards": shards,
-        "case_set": caseset.target_case_set([(c, p, c.upper()) for c, p in cases.items()]),
+        "tier": "available", "reason": "", "versions": {"xtc-tools": "0.3.2"}, "device": "",
+        "placements": sorted(declared["placements"]), "capabilities": declared,
+        "runs": [0], "shards": shards,
+        "case_set": caseset.target_case_set([caseset.case_entry(c) for c in cases.values()]),
     }
+    run = {"settings": {"seed": 0, "strict": True, "ignore_expectations": True, "cases": [],
+                        "suite_version": version, **(settings or {})},
+           "filters": list(filters), "interrupted": "", "system": {}}
+    run["settings"]["certifying"] = not run_not_certifying(run, version)
     report = {
         "schema": bundle.SCHEMA, "kind": bundle.KIND,
         "suite": {"name": "pytest-xtc", "version": version}, "waivers": list(waivers),
-        "runs": [{"settings": {"seed": 0}, "filters": list(filters), "interrupted": ""}],
-        "targets": {target: entry},
+        "runs": [run], "targets": {target: entry},
     }
+    results = list(results)
+    if fill is not None:
+        have = {c for c, _ in results}
+        results += [(c, fill) for c in cases if c not in have]
     records = [{"target": target, "case": c, "status": s, "phase": "check", "message": s}
                for c, s in results]
+    return report, records
+
+
+def make_bundle(path: Path, results: Iterable[tuple[str, str]], **kwargs: Any) -> dict[str, Any]:
+    """A bundle of synthetic results (make_report), as bundle.py writes it."""
+    report, records = make_report(results, **kwargs)
     bundle.prepare(path)
     bundle.finish(path, assemble(report, records), records)
     return report
@@ -83,11 +118,18 @@ def test_profiles_of_builtin_cases() -> None:
 
 
 def test_suite_waiver_file_loads_and_bad_waivers_are_refused(tmp_path: Path) -> None:
-    assert load_waivers() == []  # the suite waives nothing today
+    assert {w.id for w in load_waivers()} >= {"f64-relu-f32-zero", "f64-conv2d-f32-zero"}
+    good = {"id": "w", "pattern": "x", "xtc": "<=0.3.2", "reason": "r", "url": "https://x"}
     with pytest.raises(WaiverFileError, match="url must be an issue URL"):
-        waivers_from([{"pattern": "x", "reason": "r", "url": "see mail"}], "w.yaml")
-    with pytest.raises(WaiverFileError, match="needs pattern, reason and url"):
+        waivers_from([{**good, "url": "see mail"}], "w.yaml")
+    with pytest.raises(WaiverFileError, match="needs id, reason and url"):
         waivers_from([{"pattern": "x"}], "w.yaml")
+    with pytest.raises(WaiverFileError, match="name the XTC versions"):
+        waivers_from([{k: v for k, v in good.items() if k != "xtc"}], "w.yaml")
+    with pytest.raises(WaiverFileError, match="names no case"):
+        waivers_from([{k: v for k, v in good.items() if k != "pattern"} | {"xtc": "<1"}], "w")
+    with pytest.raises(WaiverFileError, match="used twice"):
+        waivers_from([good, good], "w.yaml")
     bad = tmp_path / "w.yaml"
     bad.write_text("pattern: x\n")
     with pytest.raises(WaiverFileError, match="expected a list"):
@@ -95,17 +137,22 @@ def test_suite_waiver_file_loads_and_bad_waivers_are_refused(tmp_path: Path) -> 
 
 
 def test_conformant_with_passed_not_supported_and_waived() -> None:
-    waiver = Waiver("t-c", "known bug", "https://github.com/xtc-tools/xtc/issues/1")
+    waiver = Waiver("bug", Selector(dtypes=frozenset({"float64"}), xtc=SpecifierSet("<=0.3.2")),
+                    "known bug", "https://github.com/xtc-tools/xtc/issues")
+    traits = {c: Traits(c, frozenset({"matmul"}), "float64" if c == "c" else "float32", HOST,
+                        frozenset()) for c in SMALL}
     results = [result("a", "passed"), result("b", "not-supported"), result("c", "failed"),
                result("x", "passed")]
-    judgement = judge("t", CASES, results, [waiver])
-    assert judgement.verdicts["core"]["verdict"] == CONFORMANT
+    judgement = judge("t", SMALL, results, [waiver], traits=traits, xtc_version="0.3.2")
+    assert judgement.verdicts["core"]["verdict"] == "conformant with waivers"
     assert judgement.verdicts["extended"]["verdict"] == CONFORMANT
     assert judgement.verdicts["device-memory"]["verdict"] == NOT_APPLICABLE
-    assert judgement.waived == {"c": "t-c"}
+    assert judgement.waived == {"c": "bug"}
     assert judgement.counts["waived"] == 1 and judgement.counts["failed"] == 0
-    # a waiver over the case id alone works for every target
-    assert Waiver("c", "r", "https://x").matches("other", "c")
+    # not on a later XTC, and not without the case's traits
+    later = judge("t", SMALL, results, [waiver], traits=traits, xtc_version="0.4.0")
+    assert later.verdicts["core"]["verdict"] == NOT_CONFORMANT and not later.waived
+    assert not judge("t", SMALL, results, [waiver], xtc_version="0.3.2").waived
 
 
 @pytest.mark.parametrize(
@@ -125,7 +172,7 @@ def test_conformant_with_passed_not_supported_and_waived() -> None:
     ids=["skip", "fail", "xfail", "missing", "duplicate"],
 )
 def test_not_conformant(results: list[dict[str, Any]], reason: str) -> None:
-    judgement = judge("t", CASES, [*results, result("x", "passed")], [])
+    judgement = judge("t", SMALL, [*results, result("x", "passed")], [])
     core = judgement.verdicts["core"]
     assert core["verdict"] == NOT_CONFORMANT
     assert any(r.startswith(reason) for r in core["reasons"]), core["reasons"]
@@ -133,14 +180,16 @@ def test_not_conformant(results: list[dict[str, Any]], reason: str) -> None:
 
 
 def test_a_waiver_does_not_cover_a_skip() -> None:
-    waiver = Waiver("*", "everything", "https://x")
+    waiver = Waiver("all", Selector(pattern="*"), "everything", "https://x")
+    traits = {c: Traits(c, frozenset(), "float32", HOST, frozenset()) for c in SMALL}
     results = [result("a", "skipped"), result("b", "passed"), result("c", "passed")]
-    assert judge("t", CASES, results, [waiver]).verdicts["core"]["verdict"] == NOT_CONFORMANT
+    judgement = judge("t", SMALL, results, [waiver], traits=traits)
+    assert judgement.verdicts["core"]["verdict"] == NOT_CONFORMANT
 
 
 def test_filtered_run_is_never_conformant() -> None:
-    results = [result(c, "passed") for c in CASES]
-    judgement = judge("t", CASES, results, [], ["filtered run (-k a)"])
+    results = [result(c, "passed") for c in SMALL]
+    judgement = judge("t", SMALL, results, [], ["filtered run (-k a)"])
     assert judgement.verdicts["core"]["reasons"] == ["filtered run (-k a)"]
 
 
@@ -162,7 +211,7 @@ def test_synthetic_bundle_verifies_and_any_changed_byte_is_caught(tmp_path: Path
 
 def test_a_report_that_disagrees_with_its_results_is_caught(tmp_path: Path) -> None:
     where = tmp_path / "b"
-    make_bundle(where, [("a", "passed"), ("b", "failed"), ("c", "passed"), ("x", "passed")])
+    make_bundle(where, [(B, "failed")], fill="passed")
     report = json.loads((where / bundle.REPORT).read_text())
     report["targets"]["t"]["verdicts"]["core"] = {"verdict": CONFORMANT, "reasons": []}
     bundle.finish(where, report)  # consistent checksums, inconsistent content
@@ -171,10 +220,10 @@ def test_a_report_that_disagrees_with_its_results_is_caught(tmp_path: Path) -> N
 
 
 def test_a_complete_run_missing_results_does_not_verify(tmp_path: Path) -> None:
-    make_bundle(tmp_path / "b", [("a", "passed")])
-    assert "t: 3 required cases have no result although the run was neither filtered nor " \
-        "interrupted" in verify.verify(tmp_path / "b")
-    make_bundle(tmp_path / "f", [("a", "passed")], filters=["-k a"])
+    make_bundle(tmp_path / "b", [(A, "passed")])
+    assert f"t: {len(CASES) - 1} required cases have no result although the run was neither "\
+        "filtered nor interrupted" in verify.verify(tmp_path / "b")
+    make_bundle(tmp_path / "f", [(A, "passed")], filters=["-k a"])
     assert verify.verify(tmp_path / "f") == []
 
 
@@ -210,7 +259,7 @@ def test_destination_must_be_empty_new_or_a_bundle(tmp_path: Path) -> None:
     (tmp_path / "other" / "data.csv").write_text("1,2\n")
     with pytest.raises(bundle.BundleError, match="holds no XTC conformance bundle"):
         bundle.check_destination(tmp_path / "other")
-    make_bundle(tmp_path / "b", [("a", "failed")])
+    make_bundle(tmp_path / "b", [(A, "failed")])
     make_bundle(tmp_path / "b", [(c, "passed") for c in CASES])  # replaced
     assert verify.verify(tmp_path / "b") == []
 
@@ -228,7 +277,7 @@ def test_performance_table_appears_only_with_perf_records(tmp_path: Path) -> Non
     entry = report["targets"]["t"]
     entry["results"][0]["perf"] = {"gflops": 2.5, "median_s": 2e-6, "numpy_median_s": 4e-6}
     text = summary.render(report)
-    assert "| t | A | 1 | 2.50 | 0.50x |" in text
+    assert f"| t | {builtin_cases()[0].op} | 1 | 2.50 | 0.50x |" in text
 
 
 # -- The plugin ----------------------------------------------------------------------------
@@ -247,7 +296,7 @@ def test_report_of_a_filtered_run(pytester: pytest.Pytester, run: Any) -> None:
     assert {"case", "target", "status", "phase", "seed", "worst_ratio", "compile_s", "run_s",
             "nodeid", "pytest_outcome", "duration"} <= set(record)
     report = json.loads((where / bundle.REPORT).read_text())
-    assert report["schema"] == 1 and report["suite"]["version"] == SUITE_VERSION
+    assert report["schema"] == bundle.SCHEMA and report["suite"]["version"] == SUITE_VERSION
     run_info = report["runs"][0]
     assert run_info["filters"] == ["-k '" + FEW + "'", "collected 9 of 290 required cases"]
     assert "--xtc-report=rep" in run_info["command"]["args"]

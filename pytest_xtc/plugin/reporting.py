@@ -16,13 +16,14 @@ from typing import Any
 import pytest
 
 from pytest_xtc import SUITE_VERSION
+from pytest_xtc.core import registry
 from pytest_xtc.core.suite import cases_for
 from pytest_xtc.plugin import options, state
 from pytest_xtc.report import bundle, caseset
-from pytest_xtc.report.environment import suite_source, system_info
-from pytest_xtc.report.profiles import PROFILES, profile_of
+from pytest_xtc.report.environment import adapter_distribution, suite_source, system_info
+from pytest_xtc.report.profiles import PROFILES
 from pytest_xtc.report.records import ResultsWriter, clean
-from pytest_xtc.report.verdicts import assemble
+from pytest_xtc.report.verdicts import assemble, run_not_certifying
 from pytest_xtc.report.waivers import WaiverFileError, load_waivers
 
 
@@ -87,10 +88,17 @@ class Reporter:
         targets = {}
         for adapter in session.adapters:
             probe = adapter.status()
+            capabilities: dict[str, Any] | None
             try:
-                placements = sorted(adapter.capabilities().placements)
+                caps = adapter.capabilities()
+                capabilities = {
+                    "ops": sorted(caps.ops), "dtypes": sorted(caps.dtypes),
+                    "placements": sorted(caps.placements),
+                    "schedules": None if caps.schedules is None else sorted(caps.schedules),
+                }
             except Exception:  # the cases report the broken adapter
-                placements = []
+                capabilities = None
+            placements = capabilities["placements"] if capabilities else []
             mine = cases_for(adapter, cases)
             self.keys.update({f"{adapter.name}-{c.id}": (adapter.name, c.id) for c in mine})
             targets[adapter.name] = {
@@ -99,9 +107,14 @@ class Reporter:
                 "versions": dict(probe.versions),
                 "device": probe.device,
                 "placements": placements,
+                "capabilities": capabilities,
+                "adapter": {
+                    **adapter_distribution(registry.parse(adapter.name)[0].base),
+                    "options": options.adapter_settings(self.config),
+                },
                 "runs": [0],
                 "shards": shards,
-                "case_set": caseset.target_case_set([(c.id, profile_of(c), c.op) for c in mine]),
+                "case_set": caseset.target_case_set([caseset.case_entry(c) for c in mine]),
             }
         return targets
 
@@ -169,6 +182,10 @@ class Reporter:
         for name, entry in self.report["targets"].items():
             verdicts = ", ".join(f"{p} {entry['verdicts'][p]['verdict']}" for p in PROFILES)
             terminalreporter.write_line(f"{name}: {verdicts}")
+        if not self.report["certifies"]:
+            terminalreporter.write_line(
+                "this bundle does not certify: " + "; ".join(self.report["not_certifying"])
+            )
 
     # -- the report -------------------------------------------------------------------
 
@@ -196,7 +213,10 @@ class Reporter:
                 "seed": option.xtc_seed,
                 "strict": option.xtc_strict,
                 "ignore_expectations": option.xtc_ignore_expectations,
+                "cases": list(option.xtc_cases or []),
                 "adapter_options": options.adapter_settings(self.config),
+                "suite_version": SUITE_VERSION,
+                "target_versions": {n: e["versions"] for n, e in self.targets.items()},
                 "shard": option.xtc_shard,
                 "workers": getattr(option, "numprocesses", None),
             },
@@ -205,6 +225,7 @@ class Reporter:
             "interrupted": interrupted,
             "collected": None if self.collected is None else len(self.collected),
         }
+        run["settings"]["certifying"] = not run_not_certifying(run, SUITE_VERSION)
         return {
             "schema": bundle.SCHEMA,
             "kind": bundle.KIND,

@@ -10,10 +10,14 @@ A bundle is a directory of four files (and ``perf.svg`` when performance was rec
 ``report.json``
     ``schema``, ``kind``, ``suite`` (name, version), ``case_set`` (sha256 and count over
     every ``<target>\\t<case id>``), ``waivers`` (the suite's, echoed), ``profiles``,
-    ``runs`` (each: command, system, settings, filters, shard, exit status), ``targets``
-    (each: tier, reason, versions, device, placements, the runs it came from, its case set
-    with the profile of every case, shards, counts, verdicts, waived, results) and
-    ``totals``.
+    ``runs`` (each: command, system, settings with ``certifying``, filters, shard, exit
+    status), ``targets`` (each: tier, reason, versions, device, placements, declared
+    capabilities, adapter distribution and options, the runs it came from, its case set
+    with the profile and traits of every case, shards, counts, verdicts, waived, results),
+    ``totals``, ``waivers_used``, ``certifies`` and ``not_certifying``.
+
+Reading a bundle goes through :mod:`pytest_xtc.report.limits` (names confined to the
+bundle, no links, sizes and JSON nesting capped).
 ``summary.md``
     The same for people (CI job summaries).
 ``MANIFEST.sha256``
@@ -25,10 +29,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_xtc.report import chart, summary
+from pytest_xtc.report import chart, limits, summary
 from pytest_xtc.report.records import RESULTS, atomic_write, clean, dumps_line, sha256_file
 
-SCHEMA = 1
+SCHEMA = 2
 KIND = "xtc-conformance-bundle"
 REPORT, SUMMARY, MANIFEST = "report.json", "summary.md", "MANIFEST.sha256"
 CONTENT = (RESULTS, REPORT, SUMMARY)
@@ -86,21 +90,25 @@ def finish(
 
 def _read_manifest(path: Path) -> dict[str, str]:
     manifest: dict[str, str] = {}
-    for n, line in enumerate((path / MANIFEST).read_text().splitlines(), 1):
+    for n, line in limits.lines(path, MANIFEST):
         digest, sep, name = line.partition("  ")
         if not sep or len(digest) != 64:
             raise BundleError(f"{MANIFEST}: line {n} is not 'sha256  file'")
+        limits.check_name(name)
         manifest[name] = digest
     return manifest
 
 
 def load(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]], list[str]]:
     """The report, the records and the integrity problems (checksums) of a bundle.
-    Raises BundleError (naming ``path``) when it cannot be read at all."""
+    Raises BundleError (naming ``path``) when it cannot be read at all, or breaks one of
+    the reading limits (:mod:`pytest_xtc.report.limits`)."""
     try:
         return _load(path)
     except BundleError as exc:
         raise BundleError(exc.problem, path) from None
+    except limits.LimitError as exc:
+        raise BundleError(f"refused: {exc}", path) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise BundleError(f"cannot read: {exc}", path) from None
 
@@ -108,27 +116,29 @@ def load(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]], list[str]]:
 def _load(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]], list[str]]:
     if not path.is_dir():
         raise BundleError("no such bundle directory")
-    if not is_bundle(path):
+    if not (limits.exists(path, MANIFEST) or limits.exists(path, RESULTS)):
         raise BundleError(f"not an XTC conformance bundle (no {MANIFEST}, no {RESULTS})")
-    if not (path / MANIFEST).is_file():
+    if not limits.exists(path, MANIFEST):
         raise BundleError(
             f"incomplete bundle, {MANIFEST} missing (the run ended "
             "before writing it: killed?); rerun it"
         )
     problems = []
     manifest = _read_manifest(path)
-    if (path / chart.PLOT).is_file() and chart.PLOT not in manifest:
+    if limits.exists(path, chart.PLOT) and chart.PLOT not in manifest:
         problems.append(f"{MANIFEST} does not list {chart.PLOT}")
     for name in (*CONTENT, *(n for n in manifest if n not in CONTENT)):
         if name not in manifest:
             problems.append(f"{MANIFEST} does not list {name}")
-        elif not (path / name).is_file():
+        elif not limits.exists(path, name):
             raise BundleError(f"{name} missing; the bundle is incomplete")
-        elif sha256_file(path / name) != manifest[name]:
+        elif limits.sha256(path, name) != manifest[name]:
             problems.append(f"{name}: checksum mismatch (changed after the run was written)")
     try:
-        report = json.loads((path / REPORT).read_text())
-    except (OSError, ValueError) as exc:
+        report = limits.loads(limits.read_text(path, REPORT), REPORT)
+    except ValueError as exc:
+        if isinstance(exc, limits.LimitError):
+            raise
         raise BundleError(f"{REPORT}: not JSON ({exc}); the bundle is damaged") from None
     if not isinstance(report, dict) or report.get("kind") != KIND:
         raise BundleError(f"{REPORT}: not an XTC conformance report")
@@ -138,10 +148,12 @@ def _load(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]], list[str]]:
             f"reads schema {SCHEMA}; use the pytest-xtc version that wrote it"
         )
     records = []
-    for n, line in enumerate((path / RESULTS).read_text().splitlines(), 1):
+    for n, line in limits.lines(path, RESULTS):
         try:
-            record = json.loads(line)
-        except ValueError:
+            record = limits.loads(line, f"{RESULTS}: line {n}")
+        except ValueError as exc:
+            if isinstance(exc, limits.LimitError):
+                raise
             raise BundleError(
                 f"{RESULTS}: line {n} is not JSON (truncated or damaged); rerun"
             ) from None
@@ -149,3 +161,8 @@ def _load(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]], list[str]]:
             raise BundleError(f"{RESULTS}: line {n} is not a case result")
         records.append(record)
     return report, records, problems
+
+
+def read_text(path: Path, name: str) -> str:
+    """A bundle file's text, within the reading limits."""
+    return limits.read_text(path, name)

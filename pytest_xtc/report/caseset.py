@@ -6,6 +6,10 @@ import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from pytest_xtc.core.cases import Case
+from pytest_xtc.core.selectors import Traits
+from pytest_xtc.report.profiles import profile_of
+
 
 def ids_hash(ids: Iterable[str]) -> str:
     return hashlib.sha256("\n".join(sorted(ids)).encode()).hexdigest()
@@ -16,14 +20,17 @@ def case_set_hash(targets: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     return {"sha256": ids_hash(keys), "count": len(keys)}
 
 
-def target_case_set(cases: Sequence[tuple[str, str, str]]) -> dict[str, Any]:
-    """A target's case set from (case id, profile, op) triples, in suite order."""
-    ids = [c[0] for c in cases]
-    return {
-        "sha256": ids_hash(ids),
-        "count": len(ids),
-        "cases": [{"id": i, "profile": p, "op": op} for i, p, op in cases],
-    }
+def case_entry(case: Case) -> dict[str, Any]:
+    """A case as a case set lists it: id, profile, main op and the traits waivers select
+    by (:meth:`pytest_xtc.core.selectors.Traits.to_dict`: ops, dtype, placement,
+    primitives)."""
+    return {**Traits.of(case).to_dict(), "profile": profile_of(case), "op": case.op}
+
+
+def target_case_set(cases: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """A target's case set from its case entries (:func:`case_entry`), in suite order."""
+    ids = [str(c["id"]) for c in cases]
+    return {"sha256": ids_hash(ids), "count": len(ids), "cases": [dict(c) for c in cases]}
 
 
 def shard_of(key: str, count: int) -> int:

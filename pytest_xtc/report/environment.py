@@ -29,7 +29,22 @@ def suite_source() -> dict[str, Any]:
         return {"commit": None, "dirty": None}
 
 
-def _cpu() -> str:
+def adapter_distribution(target: str) -> dict[str, Any]:
+    """The installed distribution that registers ``target`` (a base name, without
+    ``[ordinal]``) in the ``pytest_xtc.targets`` entry-point group: its name, version and
+    the entry point's value."""
+    from pytest_xtc.core.registry import GROUP
+
+    for ep in metadata.entry_points(group=GROUP):
+        if ep.name == target:
+            dist = ep.dist
+            return {"distribution": dist.name if dist else None,
+                    "version": dist.version if dist else None, "entry_point": ep.value}
+    return {"distribution": None, "version": None, "entry_point": None}
+
+
+def cpu_model() -> str:
+    """This machine's CPU model name."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
@@ -44,8 +59,12 @@ def system_info(targets: dict[str, dict[str, Any]]) -> dict[str, Any]:
     for name in PACKAGES:
         with contextlib.suppress(metadata.PackageNotFoundError):
             versions[name] = metadata.version(name)
+    for entry in targets.values():  # the adapters' own distributions
+        adapter = entry.get("adapter") or {}
+        if adapter.get("distribution") and adapter.get("version"):
+            versions.setdefault(adapter["distribution"], adapter["version"])
     return {
-        "os": platform.platform(), "machine": platform.machine(), "cpu": _cpu(),
+        "os": platform.platform(), "machine": platform.machine(), "cpu": cpu_model(),
         "cpu_count": os.cpu_count(), "python": platform.python_version(),
         "packages": versions,
         "devices": {name: entry["device"] for name, entry in targets.items() if entry["device"]},

@@ -1,4 +1,10 @@
-"""Merging bundles of shards or machines into one bundle, all or nothing."""
+"""Merging bundles of shards or machines into one bundle, all or nothing. No pytest.
+
+Only runs made the same way merge: their settings (:data:`SAME_SETTINGS`: base seed,
+strictness, expected-failure files, added case files, adapter options, suite version and
+whether the run certifies) must be equal, so a certification shard never joins a
+development shard. Every input must verify first.
+"""
 
 from __future__ import annotations
 
@@ -41,6 +47,10 @@ def _merge_target(name: str, parts: list[tuple[Path, Mapping[str, Any], int]]) -
             )
         if dict(entry.get("versions") or {}) != dict(first.get("versions") or {}):
             raise BundleError(f"{name} ran with different versions in {first_path} and {path}")
+        if entry.get("capabilities") != first.get("capabilities"):
+            raise BundleError(
+                f"{name} declared different capabilities in {first_path} and {path}"
+            )
         shards = entry.get("shards")
         if not shards or not count or shards["count"] != count:
             raise BundleError(
@@ -57,6 +67,28 @@ def _merge_target(name: str, parts: list[tuple[Path, Mapping[str, Any], int]]) -
 
 
 Loaded = tuple[Path, dict[str, Any], list[dict[str, Any]]]
+
+#: Run settings that must be equal in every bundle merged.
+SAME_SETTINGS = ("seed", "strict", "ignore_expectations", "cases", "adapter_options",
+                 "suite_version", "certifying")
+
+
+def _settings_difference(
+    runs: Sequence[Mapping[str, Any]], first_path: Path, path: Path, new: Sequence[Any]
+) -> None:
+    """Refuse runs whose settings differ, naming the first difference."""
+    if not runs:
+        return
+    base = runs[0].get("settings") or {}
+    for run in new:
+        settings = run.get("settings") or {}
+        for key in SAME_SETTINGS:
+            if settings.get(key) != base.get(key):
+                raise BundleError(
+                    f"run settings differ: {key} is {base.get(key)!r} in {first_path}, "
+                    f"{settings.get(key)!r} in {path}; merge only runs made the same way "
+                    "(a certification run never mixes with a development run)"
+                )
 
 
 def merge_reports(bundles: Sequence[Loaded]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -75,12 +107,7 @@ def merge_reports(bundles: Sequence[Loaded]) -> tuple[dict[str, Any], list[dict[
             )
         if report.get("waivers") != first.get("waivers"):
             raise BundleError(f"waivers differ between {first_path} and {path}")
-        seeds = {r["settings"].get("seed") for r in [*runs, *report["runs"]]}
-        if len(seeds) > 1:
-            raise BundleError(
-                f"base seeds differ ({sorted(map(str, seeds))}) in {path}; "
-                "rerun with the same --xtc-seed"
-            )
+        _settings_difference([*runs, *report["runs"]], first_path, path, report["runs"])
         for target, entry in report["targets"].items():
             by_target.setdefault(target, []).append((path, entry, len(runs)))
         for record in recs:

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pytest_xtc.report.profiles import PROFILES
-from pytest_xtc.report.verdicts import CONFORMANT, NOT_APPLICABLE, run_problems
+from pytest_xtc.report.verdicts import HOLDS, NOT_APPLICABLE, run_not_certifying, run_problems
 
 COUNTS = ("passed", "failed", "skipped", "not-supported", "waived", "missing")
 
@@ -19,7 +19,7 @@ def _row(cells: list[Any]) -> str:
 
 def _verdict_cell(verdict: Mapping[str, Any]) -> str:
     word = verdict["verdict"]
-    return word if word in (CONFORMANT, NOT_APPLICABLE) else f"**{word}**"
+    return word if word in (*HOLDS, NOT_APPLICABLE) else f"**{word}**"
 
 
 def _count_cell(counts: Mapping[str, int], name: str) -> str:
@@ -39,6 +39,13 @@ def render(report: Mapping[str, Any]) -> str:
         f"{sum(report['totals'].get(s, 0) for s in COUNTS if s != 'missing')} results.",
         "",
     ]
+    if report.get("certifies"):
+        lines += ["**Certifies**: every run was a certification run (strict, expected-failure "
+                  "files ignored, the suite's full case set).", ""]
+    else:
+        lines += ["**Does not certify** (development run): the verdicts below are for "
+                  "information only.", ""]
+    lines += _runs(report)
     header = ["target", "tier", "device", *COUNTS, *PROFILES]
     lines += [_row(header), _row(["---"] * len(header))]
     for name, entry in report["targets"].items():
@@ -52,17 +59,47 @@ def render(report: Mapping[str, Any]) -> str:
         why += [f"- **{name}**: {p}" for p in general]
         for profile in PROFILES:
             verdict = entry["verdicts"][profile]
-            if verdict["verdict"] in (CONFORMANT, NOT_APPLICABLE):
+            if verdict["verdict"] in HOLDS or verdict["reasons"] == ["no required case"]:
                 continue
             own = [r for r in verdict["reasons"] if r not in general]
             why += [f"- **{name}** {profile}: {r}" for r in own]
     if why:
         lines += ["", "## Why not conformant", "", *why]
-    waived = [(t, c, p) for t, e in report["targets"].items() for c, p in e["waived"].items()]
-    if waived:
-        lines += ["", "## Waived", "", *(f"- {t}-{c} (waiver `{p}`)" for t, c, p in waived)]
+    lines += _waivers(report)
     lines += perf_table(report)
     return "\n".join(lines) + "\n"
+
+
+def _runs(report: Mapping[str, Any]) -> list[str]:
+    header = ["run", "certifies", "seed", "strict", "expectations ignored", "why not"]
+    lines = ["## Runs", "", _row(header), _row(["---"] * len(header))]
+    version = str(report["suite"]["version"])
+    for i, run in enumerate(report["runs"], 1):
+        settings = run.get("settings") or {}
+        why = run_not_certifying(run, version)
+        lines.append(_row([i, "no" if why else "yes", settings.get("seed"),
+                           settings.get("strict"), settings.get("ignore_expectations"),
+                           "; ".join(why) or "-"]))
+    return [*lines, ""]
+
+
+def _waivers(report: Mapping[str, Any]) -> list[str]:
+    by_id = {str(w.get("id")): w for w in report.get("waivers") or []}
+    waived = [(t, c, w) for t, e in report["targets"].items()
+              for c, w in sorted(e["waived"].items())]
+    lines: list[str] = []
+    if waived:
+        lines += ["", "## Waived", ""]
+        lines += [f"- {t}-{c} (waiver `{w}`: {by_id.get(w, {}).get('url', '?')})"
+                  for t, c, w in waived]
+    used = report.get("waivers_used") or {}
+    unused = [w for w in by_id if not used.get(w)]
+    if unused:
+        lines += ["", "## Unused waivers", "",
+                  "Waivers of the suite that covered no failure in this bundle (a waiver "
+                  "unused on every target it names should be removed):", ""]
+        lines += [f"- `{w}`: {by_id.get(w, {}).get('reason', '')}" for w in unused]
+    return lines
 
 
 # --- Performance table ----------------------------------------------------------------

@@ -1,4 +1,10 @@
-"""Verifying a bundle: checksums, completeness, and every derived figure recomputed."""
+"""Verifying a bundle: checksums, reading limits, the installed suite's case sets,
+completeness, and every derived figure recomputed from the results. No pytest.
+
+What verify cannot see statically is a result rebuilt consistently (a failure turned into
+a pass and every figure recomputed): ``xtc-conformance verify --rerun N`` re-runs cases on
+this machine for that (:mod:`pytest_xtc.report.rerun`).
+"""
 
 from __future__ import annotations
 
@@ -7,11 +13,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pytest_xtc.report import summary
-from pytest_xtc.report.bundle import REPORT, RESULTS, SUMMARY, BundleError, load
+from pytest_xtc.report import suitecheck, summary
+from pytest_xtc.report.bundle import REPORT, RESULTS, SUMMARY, BundleError, load, read_text
 from pytest_xtc.report.caseset import ids_hash
 from pytest_xtc.report.records import record_key
-from pytest_xtc.report.verdicts import assemble
+from pytest_xtc.report.verdicts import assemble, run_not_certifying
 
 
 def _complete(report: Mapping[str, Any], target: str) -> bool:
@@ -35,6 +41,15 @@ def check(report: dict[str, Any], records: list[dict[str, Any]]) -> list[str]:
         problems.append(f"{REPORT}: case set hash does not match the cases it lists")
     if fresh["totals"] != report.get("totals"):
         problems.append(f"{REPORT}: totals differ from the results")
+    for field in ("certifies", "not_certifying", "waivers_used"):
+        if fresh[field] != report.get(field):
+            problems.append(f"{REPORT}: {field} differs from what its runs and results give")
+    version = str(report["suite"]["version"])
+    for i, run in enumerate(report["runs"], 1):
+        claimed = (run.get("settings") or {}).get("certifying")
+        if claimed is not None and claimed != (not run_not_certifying(run, version)):
+            problems.append(f"{REPORT}: run {i} claims certifying={claimed}, its settings "
+                            "say otherwise")
     for target, entry in report["targets"].items():
         new = fresh["targets"][target]
         if entry["case_set"]["sha256"] != ids_hash(c["id"] for c in entry["case_set"]["cases"]):
@@ -67,8 +82,13 @@ def verify(path: Path) -> list[str]:
         report, records, problems = load(path)
     except BundleError as exc:
         return [exc.problem]
+    foreign = suitecheck.version_problem(report)
+    if foreign is not None:
+        return [foreign]
     problems += check(report, records)
-    if not problems and (path / SUMMARY).read_text() != summary.render(report):
+    if not problems:
+        problems += suitecheck.check(report, records)
+    if not problems and read_text(path, SUMMARY) != summary.render(report):
         problems.append(f"{SUMMARY} does not match {REPORT}")
     return problems
 

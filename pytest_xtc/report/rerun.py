@@ -1,0 +1,143 @@
+"""The reproducibility audit: re-run cases of a bundle on this machine and compare. No pytest.
+
+A result rebuilt consistently (a failure turned into a pass, every figure recomputed, the
+checksums rewritten) verifies statically; it does not survive a rerun of that case.
+``xtc-conformance verify --rerun N BUNDLE [--seed S]`` picks N of the bundle's results at
+random (seeded, the seed printed, so that anyone can repeat the draw), loads each one's
+target here through the registry with the bundle's adapter options, runs the case with
+the run's base seed, and compares:
+
+- the status (passed, failed, not-supported...), always;
+- the input seed the case derived, when the bundle recorded one;
+- the digest of the output arrays (``output_digest``, SHA-256 of their bytes) when both
+  the bundle and this run have one, the adapter does not declare itself
+  non-deterministic (``deterministic = False``), and this machine has the bundle's CPU
+  model and architecture. Elsewhere results may differ in their last bits within the
+  error bound, and the status alone is compared.
+
+Every difference is one line; a case that cannot be rerun here (target not installed or
+unavailable, a case of a user case file) is one too.
+"""
+
+from __future__ import annotations
+
+import platform
+import random
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_xtc.core import registry
+from pytest_xtc.core.adapter import ONCE, TargetAdapter
+from pytest_xtc.core.cases import Case
+from pytest_xtc.core.runner import Settings, run_case
+from pytest_xtc.report.environment import cpu_model
+from pytest_xtc.report.suitecheck import capabilities_of, suite_cases
+
+
+@dataclass
+class Audit:
+    """What a rerun found: the cases rerun, every mismatch, how many digests compared."""
+
+    seed: int
+    chosen: list[tuple[str, str]] = field(default_factory=list)
+    mismatches: list[str] = field(default_factory=list)
+    digests_compared: int = 0
+
+
+def choose(records: Sequence[Mapping[str, Any]], count: int, seed: int) -> list[Mapping[str, Any]]:
+    """``count`` records drawn at random with ``seed`` (all when there are fewer)."""
+    ordered = sorted(records, key=lambda r: (str(r["target"]), str(r["case"])))
+    return random.Random(seed).sample(ordered, min(count, len(ordered)))
+
+
+def _same_machine(report: Mapping[str, Any], entry: Mapping[str, Any]) -> bool:
+    systems = [report["runs"][i].get("system") or {} for i in entry["runs"]]
+    return all(
+        s.get("cpu") == cpu_model() and s.get("machine") == platform.machine() for s in systems
+    )
+
+
+class _Targets:
+    """Adapters and cases of the bundle's targets, loaded once each."""
+
+    def __init__(self, report: Mapping[str, Any]) -> None:
+        self.report = report
+        self.adapters: dict[str, TargetAdapter | str] = {}
+        self.cases: dict[str, dict[str, Case]] = {}
+
+    def settings(self, target: str) -> Mapping[str, Any]:
+        entry = self.report["targets"][target]
+        return self.report["runs"][entry["runs"][0]].get("settings") or {}
+
+    def adapter(self, target: str) -> TargetAdapter | str:
+        """The adapter, or why there is none."""
+        if target not in self.adapters:
+            options = dict(self.settings(target).get("adapter_options") or {})
+            try:
+                self.adapters[target] = registry.resolve(target, options)[0]
+            except registry.SelectionError as exc:
+                self.adapters[target] = f"cannot rerun here: {exc}"
+        return self.adapters[target]
+
+    def case(self, target: str, case_id: str) -> Case | None:
+        if target not in self.cases:
+            caps = capabilities_of(self.report["targets"][target])
+            placements = caps.placements if caps is not None else ()
+            self.cases[target] = {c.id: c for c in suite_cases(placements)}
+        return self.cases[target].get(case_id)
+
+
+def audit(
+    report: Mapping[str, Any],
+    records: Sequence[Mapping[str, Any]],
+    count: int,
+    seed: int,
+    workdir: Path,
+) -> Audit:
+    """Rerun ``count`` randomly chosen results of a verified bundle (module docstring)."""
+    found = Audit(seed)
+    targets = _Targets(report)
+    for record in choose(records, count, seed):
+        target, case_id = str(record["target"]), str(record["case"])
+        found.chosen.append((target, case_id))
+        name = f"{target}-{case_id}"
+        adapter = targets.adapter(target)
+        if isinstance(adapter, str):
+            found.mismatches.append(f"{name}: {adapter}")
+            continue
+        case = targets.case(target, case_id)
+        if case is None:
+            found.mismatches.append(f"{name}: cannot rerun here: not a case of this suite")
+            continue
+        settings = Settings(base_seed=int(targets.settings(target).get("seed") or 0),
+                            timing=ONCE, perf=False)
+        folder = workdir / re.sub(r"[^A-Za-z0-9_.-]", "_", name)
+        outcome = run_case(adapter, case, folder, settings)
+        status = outcome.status.value
+        if status != record["status"]:
+            why = f" [{outcome.phase}]: {outcome.message[:300]}" if outcome.message else ""
+            found.mismatches.append(
+                f"{name}: the bundle says {record['status']}, the rerun gives {status}{why}"
+            )
+            continue
+        if record.get("seed") is not None and outcome.seed is not None \
+                and int(record["seed"]) != outcome.seed:
+            found.mismatches.append(
+                f"{name}: the bundle's input seed {record['seed']} is not the case's "
+                f"({outcome.seed} from base seed {settings.base_seed})"
+            )
+        mine = getattr(outcome, "output_digest", None)
+        theirs = record.get("output_digest")
+        entry = report["targets"][target]
+        if (mine and theirs and getattr(adapter, "deterministic", True)
+                and _same_machine(report, entry)):
+            found.digests_compared += 1
+            if mine != theirs:
+                found.mismatches.append(
+                    f"{name}: output digest differs (bundle {str(theirs)[:16]}..., "
+                    f"rerun {str(mine)[:16]}...): not the outputs this target computes"
+                )
+    return found
