@@ -235,3 +235,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CliError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return exc.code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

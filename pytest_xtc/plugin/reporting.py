@@ -7,9 +7,13 @@ format, verdicts and checks live in the pytest-free :mod:`pytest_xtc.report.bund
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import signal
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +42,41 @@ def configure(config: pytest.Config) -> None:
         waivers = load_waivers()
     except (bundle.BundleError, WaiverFileError) as exc:
         raise pytest.UsageError(f"--xtc-report: {exc}") from None
+    lock = writer_lock(path)
+    config.add_cleanup(lock.release)
     config.pluginmanager.register(Reporter(config, path, waivers), "xtc-report")
+
+
+def writer_lock(path: Path) -> Any:
+    """The bundle directory's writer lock (``filelock``, beside the directory, so the
+    bundle holds only its own files), taken now; a second writer is a usage error."""
+    from filelock import FileLock, Timeout
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(path.with_name(f".{path.name}.xtc-lock")))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        raise pytest.UsageError(
+            f"--xtc-report={path}: another run is writing this bundle now; wait for it to "
+            "end or choose another directory"
+        ) from None
+    return lock
+
+
+@contextlib.contextmanager
+def interrupts_deferred() -> Iterator[list[int]]:
+    """Hold Ctrl-C (SIGINT) off while the bundle's last files are written, so that it is
+    whole; the signals received are listed for the caller."""
+    received: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+    previous = signal.signal(signal.SIGINT, lambda number, frame: received.append(number))
+    try:
+        yield received
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _param_id(nodeid: str) -> str:
@@ -171,9 +209,14 @@ class Reporter:
         if self.writer is None:
             return
         self.writer.close()
-        report = self._report(session, int(exitstatus))
-        self.report = assemble(report, self.records)
-        bundle.finish(self.path, self.report)
+        with interrupts_deferred() as received:
+            report = self._report(session, int(exitstatus))
+            self.report = assemble(report, self.records)
+            bundle.finish(self.path, self.report)
+        if received:
+            session.config.get_terminal_writer().line(
+                "Ctrl-C came while the bundle was written: it was finished first, whole"
+            )
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.report is None:
@@ -254,6 +297,10 @@ class Reporter:
                 found.append(name)
         if option.xtc_cases:
             found.append("case set changed by --xtc-cases " + " ".join(option.xtc_cases))
+        if option.xtc_only_cases:
+            found.append("--xtc-only-cases (the built-in catalog left out)")
+        if option.xtc_case:
+            found.append("--xtc-case " + " ".join(option.xtc_case))
         if self.collected is not None:
             expected = set(self.keys)
             if option.xtc_shard:
