@@ -29,13 +29,17 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_xtc.report import chart, limits, summary
+from pytest_xtc.report import limits, summary
+from pytest_xtc.report.formats import FORMATS
 from pytest_xtc.report.records import RESULTS, atomic_write, clean, dumps_line, sha256_file
 
 SCHEMA = 2
 KIND = "xtc-conformance-bundle"
-REPORT, SUMMARY, MANIFEST = "report.json", "summary.md", "MANIFEST.sha256"
-CONTENT = (RESULTS, REPORT, SUMMARY)
+REPORT, MANIFEST = "report.json", "MANIFEST.sha256"
+SUMMARY = summary.NAME
+#: The files every bundle holds, and every file a bundle may hold.
+CONTENT = (RESULTS, REPORT, *(f.name for f in FORMATS if f.required))
+FILES = (RESULTS, REPORT, *(f.name for f in FORMATS), MANIFEST)
 
 
 class BundleError(Exception):
@@ -66,25 +70,26 @@ def prepare(path: Path) -> None:
     """Make ``path`` ready for a new bundle, removing the files of a previous one."""
     check_destination(path)
     path.mkdir(parents=True, exist_ok=True)
-    for name in (*CONTENT, chart.PLOT, MANIFEST):
+    for name in FILES:
         (path / name).unlink(missing_ok=True)
 
 
 def finish(
     path: Path, report: dict[str, Any], records: Sequence[Mapping[str, Any]] | None = None
 ) -> None:
-    """Write report.json, summary.md (and results.jsonl when given), then the manifest."""
+    """Write report.json (and results.jsonl when given), each format, then the manifest."""
     if records is not None:
         atomic_write(path / RESULTS, "".join(dumps_line(r) for r in records))
     atomic_write(path / REPORT, json.dumps(clean(report), indent=1, sort_keys=True) + "\n")
-    atomic_write(path / SUMMARY, summary.render(report))
     if records is None:
         records = [json.loads(line) for line in (path / RESULTS).read_text().splitlines()]
-    svg = chart.render(records)
-    (path / chart.PLOT).unlink(missing_ok=True)
-    if svg is not None:
-        atomic_write(path / chart.PLOT, svg)
-    names = [*CONTENT, *([chart.PLOT] if svg is not None else [])]
+    names = [RESULTS, REPORT]
+    for form in FORMATS:
+        text = form.render(report, records)
+        (path / form.name).unlink(missing_ok=True)
+        if text is not None:
+            atomic_write(path / form.name, text)
+            names.append(form.name)
     atomic_write(path / MANIFEST, "".join(f"{sha256_file(path / n)}  {n}\n" for n in names))
 
 
@@ -125,8 +130,9 @@ def _load(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]], list[str]]:
         )
     problems = []
     manifest = _read_manifest(path)
-    if limits.exists(path, chart.PLOT) and chart.PLOT not in manifest:
-        problems.append(f"{MANIFEST} does not list {chart.PLOT}")
+    for form in FORMATS:
+        if limits.exists(path, form.name) and form.name not in manifest:
+            problems.append(f"{MANIFEST} does not list {form.name}")
     for name in (*CONTENT, *(n for n in manifest if n not in CONTENT)):
         if name not in manifest:
             problems.append(f"{MANIFEST} does not list {name}")

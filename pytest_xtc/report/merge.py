@@ -15,11 +15,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_xtc.report import chart
 from pytest_xtc.report.bundle import (
-    CONTENT,
+    FILES,
     KIND,
-    MANIFEST,
     SCHEMA,
     BundleError,
     check_destination,
@@ -160,8 +158,8 @@ def _swap(staging: Path, out: Path) -> None:
     if not out.exists():
         staging.rename(out)
         return
-    for name in (*CONTENT, chart.PLOT, MANIFEST):
+    for name in FILES:
         (out / name).unlink(missing_ok=True)
-    for name in (*CONTENT, chart.PLOT, MANIFEST):
+    for name in FILES:
         if (staging / name).is_file():
             os.replace(staging / name, out / name)

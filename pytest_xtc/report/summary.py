@@ -10,6 +10,7 @@ from typing import Any
 from pytest_xtc.report.profiles import PROFILES
 from pytest_xtc.report.verdicts import HOLDS, NOT_APPLICABLE, run_not_certifying, run_problems
 
+NAME = "summary.md"
 COUNTS = ("passed", "failed", "skipped", "not-supported", "waived", "missing")
 
 

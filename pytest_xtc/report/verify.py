@@ -13,9 +13,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pytest_xtc.report import suitecheck, summary
-from pytest_xtc.report.bundle import REPORT, RESULTS, SUMMARY, BundleError, load, read_text
+from pytest_xtc.report import suitecheck
+from pytest_xtc.report.bundle import REPORT, RESULTS, BundleError, load, read_text
 from pytest_xtc.report.caseset import ids_hash
+from pytest_xtc.report.formats import FORMATS
 from pytest_xtc.report.records import record_key
 from pytest_xtc.report.verdicts import assemble, run_not_certifying
 
@@ -88,8 +89,11 @@ def verify(path: Path) -> list[str]:
     problems += check(report, records)
     if not problems:
         problems += suitecheck.check(report, records)
-    if not problems and read_text(path, SUMMARY) != summary.render(report):
-        problems.append(f"{SUMMARY} does not match {REPORT}")
+    for form in FORMATS:
+        if form.checked and not problems and read_text(path, form.name) != form.render(
+            report, records
+        ):
+            problems.append(f"{form.name} does not match {REPORT}")
     return problems
 
 
