@@ -134,7 +134,7 @@ def _read_options(ep: EntryPoint) -> tuple[list[dict[str, Any] | str], bool]:
     try:
         factory = ep.load()
     except BaseException as exc:  # SystemExit at import included
-        raise RuntimeError(f"adapter failed to load: {type(exc).__name__}: {exc}") from None
+        raise RuntimeError(f"{type(exc).__name__}: {exc}") from None
     declared = getattr(factory, "options", ())
     ordinals = getattr(factory, "ordinals", False) is True
     if isinstance(declared, (str, bytes)) or not isinstance(declared, Sequence):

@@ -48,7 +48,8 @@ def configure(config: pytest.Config) -> None:
             raise registry.SelectionError("--xtc-only-cases needs --xtc-cases=PATH")
         from pytest_xtc.conformance import builtin_cases
 
-        check_unique(user_cases, (c.id for c in builtin_cases()))
+        only_own = config.getoption("xtc_only_cases")
+        check_unique(user_cases, () if only_own else (c.id for c in builtin_cases()))
     except (registry.SelectionError, CaseFileError, expectations.ExpectationFileError) as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[state.KEY] = state.XtcSession(
