@@ -94,7 +94,7 @@ def test_a_pytest_timeout_leaves_no_stale_reply_to_the_next_case(vendor, run) ->
     select = "matmul-float32-13x11x7 and not exact"
     result = run("--xtc-target=slow", "-k", select, "--timeout=3")
     result.assert_outcomes(passed=6, failed=1)  # the timeout hit the case in its call
-    result.stdout.fnmatch_lines(["*Timeout*", "ERROR *slow-matmul-float32-13x11x7-none*"])
+    result.stdout.fnmatch_lines(["*Timeout*", "FAILED *slow-matmul-float32-13x11x7-none*"])
 
 
 @pytest.mark.parametrize("phase", ["probe", "compile", "run"])
