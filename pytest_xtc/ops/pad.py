@@ -11,7 +11,7 @@ from pytest_xtc.ops.spec import Attr, Attrs, Op, Shape, number, padding
 
 class Pad(Op):
     name = "pad"
-    attrs = (
+    attrs: tuple[Attr, ...] = (
         Attr("padding", padding, doc="an integer, [before, after], a list or {axis: width}"),
         Attr("constant_value", number, 0.0, "a number"),
     )

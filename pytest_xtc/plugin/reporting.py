@@ -240,7 +240,7 @@ class Reporter:
             interrupted = "KeyboardInterrupt"
         elif session.shouldstop or session.shouldfail:
             interrupted = str(session.shouldstop or session.shouldfail)
-        run = {
+        run: dict[str, Any] = {
             "command": {
                 "argv": list(sys.argv),
                 "args": list(self.config.invocation_params.args),
