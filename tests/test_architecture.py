@@ -168,3 +168,30 @@ def test_adding_an_op_is_adding_one_module(tmp_path: Path,
     finally:
         ops.modules.cache_clear()
         sys.modules.pop("pytest_xtc.ops.negate", None)
+
+
+@pytest.mark.parametrize("old", ["adapter", "cases", "xtc_env"])
+def test_the_01_module_paths_still_work_and_warn(old: str) -> None:
+    script = (
+        "import warnings; warnings.simplefilter('error')\n"
+        f"try:\n    import pytest_xtc.{old}\nexcept DeprecationWarning as w:\n"
+        "    print('warned:', w)\n"
+        "warnings.simplefilter('ignore')\n"
+        f"import pytest_xtc.{old} as shim, pytest_xtc.core.{old} as new\n"
+        "names = [n for n in vars(new) if not n.startswith('_') and not n[0].islower()]\n"
+        "assert all(getattr(shim, n) is getattr(new, n) for n in names), names\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert f"warned: pytest_xtc.{old} is deprecated" in done.stdout
+
+
+def test_the_vendor_api_is_exported_by_the_package() -> None:
+    import pytest_xtc
+    from pytest_xtc.core import adapter, cases, xtc_env
+
+    for name in pytest_xtc.__all__:
+        assert getattr(pytest_xtc, name) is not None, name
+    assert pytest_xtc.TargetAdapter is adapter.TargetAdapter
+    assert pytest_xtc.Case is cases.Case and pytest_xtc.xtc_env is xtc_env
