@@ -235,3 +235,49 @@ def evaluate(
     for handle, array in zip(nd, arrays, strict=True):
         handle.numpy(out=array)
     return RunResult(times=[float(t) for t in times])
+
+
+def in_place_capable(module: Any) -> bool:
+    """A host shared library with XTC's bare-pointer ABI (``void f(T *in..., T *out...)``,
+    what the MLIR backend's host targets build): it can run on the caller's arrays."""
+    return getattr(module, "file_type", None) == "shlib" and bool(getattr(module, "_bare_ptr", False))
+
+
+def run_in_place(
+    module: Any,
+    inputs: Sequence[np.ndarray],
+    outputs: Sequence[np.ndarray],
+    timing: Timing = ONCE,
+) -> RunResult:
+    """Run a bare-pointer host module on the given arrays themselves, no copy (what XTC's
+    ``HostEvaluator.evaluate`` does, less its copies into buffers of its own), timed by
+    XTC's own timing loop (``evaluate_performance``). Outputs must be C-contiguous: the
+    kernel writes into them. A module of another ABI is refused."""
+    from xtc.runtimes.host.HostRuntime import HostRuntime
+    from xtc.utils.evaluation import evaluate_performance
+    from xtc.utils.loader import LibLoader
+
+    if not in_place_capable(module):
+        raise TypeError(
+            f"cannot run {type(module).__name__} in place: not a bare-pointer shared library"
+        )
+    for array in outputs:
+        if not array.flags["C_CONTIGUOUS"]:
+            raise ValueError("outputs run in place must be C-contiguous arrays")
+    ins = [np.ascontiguousarray(a) for a in inputs]
+    lib = LibLoader(str(Path(module.file_name).absolute()))
+    try:
+        func = getattr(lib.lib, module.payload_name)
+        func.packed = False
+        times, code, error = evaluate_performance(
+            func, (ins, list(outputs)), [], timing.repeat, timing.number,
+            timing.min_repeat_ms, HostRuntime.get(),
+        )
+    finally:
+        lib.close()
+    if code != 0:
+        raise RuntimeError(f"XTC's timing loop returned code {code}: {error}")
+    for given, used in zip(inputs, ins, strict=True):
+        if given is not used:
+            np.copyto(given, used)  # what the kernel left of its inputs
+    return RunResult(times=[float(t) for t in times])
