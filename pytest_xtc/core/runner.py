@@ -25,6 +25,7 @@ from pytest_xtc.core.limits import (
     worker_memory_limit,
 )
 from pytest_xtc.core.outcome import Outcome, Phase, Status
+from pytest_xtc.core.selectors import Traits
 from pytest_xtc.core.settings import Settings
 from pytest_xtc.core.work import (
     Work,
@@ -76,6 +77,7 @@ def run_case(
     settings = settings or Settings()
     probe = adapter.status()
     outcome = Outcome(case.id, adapter.name, Status.SKIPPED, Phase.PROBE, tier=probe.tier.value)
+    outcome.traits = Traits.of(case).to_dict()
     if probe.tier is Tier.UNAVAILABLE:
         outcome.message = f"{adapter.name}: {probe.reason}"
         return outcome

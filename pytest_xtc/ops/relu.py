@@ -48,5 +48,5 @@ def family(*dims: int, dtype: str = "float32", shape: Sequence[int] | None = Non
     g = GraphBuilder("relu")
     attrs = {} if threshold is None else {"threshold": threshold}
     y = g.node("relu", "Y", [g.tensor("X", shape, dtype)], **attrs)
-    label = "x".join(map(str, shape)) + ("" if threshold is None else f"-t{threshold:g}")
+    label = "x".join(map(str, shape)) + ("" if threshold is None else f"-thr{threshold:g}")
     return g.output(y), label
