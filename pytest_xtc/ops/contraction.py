@@ -14,9 +14,9 @@ products is NaN (a NaN factor, or 0 x Inf) or where it has products +Inf and -In
 (-Inf) where its infinite products all have that sign; otherwise finite, within the bound
 above plus ``K eta (1 + gamma_K)`` for products that underflow (eta: half the smallest
 subnormal; Higham eq. 2.8: an underflowing product errs by at most eta, sums do not).
-Where ``(1 + gamma_K) |A||B|`` exceeds the dtype's largest finite number, whether the
-result overflows depends on the summation order: such elements are only required
-written. NaN payloads and the sign of a zero result are free.
+Where ``(1 + gamma_K) |A||B|`` over the finite factors exceeds the dtype's largest finite
+number, whether the result overflows depends on the summation order (and on FMA): such
+elements, unless NaN is certain, are only required written. NaN payloads and the sign of a zero result are free.
 """
 
 from __future__ import annotations
@@ -103,7 +103,9 @@ class Contraction(Op):
         value = np.where(nan, np.nan, np.where(positive, np.inf,
                                                np.where(negative, -np.inf, value)))
         special = nan | positive | negative
-        overflow = ~special & (magnitude * (1 + gamma(k, u)) > float(np.finfo(dtype).max))
+        # a finite product may overflow, or not inside an FMA: +-Inf or NaN then depend on
+        # the compiler's choices (NaN from NaN factors, 0 x Inf or Inf - Inf does not)
+        overflow = ~nan & (magnitude * (1 + gamma(k, u)) > float(np.finfo(dtype).max))
         spread = self.spread(free, [a.shape, b.shape], attrs)
         loose = overflow if spread is None else overflow | spread
         dense = np.zeros(value.shape) if bound is None else np.broadcast_to(bound, value.shape)
