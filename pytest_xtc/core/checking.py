@@ -35,6 +35,8 @@ class Mismatch:
             head += f" ({self.unwritten} never written: still the sentinel bits)"
         if self.bitwise:
             rule = "bit-exact rule: data movement keeps every bit"
+        elif not np.isfinite(self.expected):
+            rule = "IEEE rule for special values"
         elif self.bound == 0:
             rule = "exact rule: must be bit-exact"
         else:

@@ -8,7 +8,9 @@ it (README, "When is a result right"):
 * Contractions (matmul, conv2d) add Higham's rigorous ``gamma_K |A||B|`` for the case's
   dtype, times the case's factor ``c`` (1 by default: an error above it is a defect).
 * Exact inputs (small integers) make every product and partial sum representable: the
-  bound is zero, bit for bit.
+  bound is zero, bit for bit, as long as every ``|A||B|`` stays below ``2^p`` (p: the
+  dtype's mantissa bits). A deeper graph whose integers outgrow that gets the rounding
+  bound at the contraction where they do.
 
 A bound is computed only where one can be non-zero: the inputs' bounds are exactly zero,
 and so are the errors an exact op passes on from them.
@@ -115,7 +117,13 @@ def evaluate(
             continue
         free[uid] = None
         values[uid] = op.forward(args, attrs)
-        if isinstance(op, Contraction) and u and all(e is None for e in errs):
+        if exact and isinstance(op, Contraction):
+            magnitude = op.magnitude(args, attrs)
+            if magnitude.size and magnitude.max() >= 1 / UNIT_ROUNDOFF[dtype]:
+                bounds[uid] = op.bound(args, errs, attrs, c * UNIT_ROUNDOFF[dtype])
+            else:
+                bounds[uid] = op.bound(args, errs, attrs, 0.0)
+        elif isinstance(op, Contraction) and u and all(e is None for e in errs):
             magnitude = op.magnitude(args, attrs)  # computed once: bound and statistic
             bounds[uid] = op.rounding(k, u) * magnitude
             if uid in out:
