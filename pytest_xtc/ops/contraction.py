@@ -16,7 +16,8 @@ above plus ``K eta (1 + gamma_K)`` for products that underflow (eta: half the sm
 subnormal; Higham eq. 2.8: an underflowing product errs by at most eta, sums do not).
 Where ``(1 + gamma_K) |A||B|`` over the finite factors exceeds the dtype's largest
 finite number, whether the result overflows depends on the summation order (and on FMA):
-such elements, unless NaN is certain, are only required written. NaN payloads and the sign of a zero result are free.
+such elements, unless NaN is certain, are only required written. NaN payloads and the
+sign of a zero result are free.
 """
 
 from __future__ import annotations
