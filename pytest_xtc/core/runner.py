@@ -150,7 +150,8 @@ def _perf(
     try:
         with_peak = settings.peak and perf.flop_count(case.graph)
         peak = perf.device_peak(adapter, case.dtype) if with_peak else None
-        return perf.record(case.graph, inputs, times, settings.timing, peak)
+        with np.errstate(all="ignore"):  # special values: numpy's own NaN and overflow
+            return perf.record(case.graph, inputs, times, settings.timing, peak)
     except Exception as exc:
         return {"error": describe_failure(exc)}
 
