@@ -52,7 +52,7 @@ CLASSES = {
         "call 2 of 2 (fresh inputs)",
     ),
     "nan-to-zero": (
-        ["relu-float32-5x7-none-special", "matmul-float32-13x11x7-none-special"],
+        ["relu-float32-64x129-none-special", "matmul-float32-12x10x7-none-special"],
         "expected nan",
     ),
     "negative-zero-lost": (

@@ -32,7 +32,7 @@ class Mismatch:
     def describe(self) -> str:
         head = f"output {self.output}: {self.exceeding} of {self.size} elements exceed the bound"
         if self.unwritten:
-            head += f" ({self.unwritten} never written: still the sentinel bits)"
+            head += f" ({self.unwritten} never written: still NaN, the sentinel bits)"
         if self.bitwise:
             rule = "bit-exact rule: data movement keeps every bit"
         elif not np.isfinite(self.expected):

@@ -89,7 +89,9 @@ def evaluate(
     ieee: bool = False,
 ) -> Reference:
     """Evaluate ``graph`` in float64 on ``inputs``; bounds are zero when ``exact``; with
-    ``ieee``, each op's IEEE rule for special values."""
+    ``ieee`` (also chosen when an input holds a special value: NaN, +-Inf, a subnormal or
+    a magnitude whose square overflows), each op's IEEE rule for special values."""
+    ieee = ieee or any(_special(a) for a in inputs)
     values: dict[str, np.ndarray] = {}
     bounds: dict[str, Bound] = {}
     free: dict[str, np.ndarray | None] = {}
@@ -138,6 +140,16 @@ def evaluate(
         [bitwise[uid] for uid in out],
         [magnitudes.get(uid) for uid in out],
     )
+
+
+def _special(array: np.ndarray) -> bool:
+    if not np.issubdtype(array.dtype, np.floating) or not array.size:
+        return False
+    info = np.finfo(array.dtype)
+    magnitude = np.abs(array)
+    if not np.isfinite(magnitude).all() or magnitude.max() >= np.sqrt(info.max):
+        return True
+    return bool(((magnitude > 0) & (magnitude < info.tiny)).any())
 
 
 def _dense(bound: Bound, value: np.ndarray) -> np.ndarray:

@@ -23,7 +23,7 @@ from pytest_xtc.targets.host import HostTarget
 SHAPES = frozenset({
     "13x11x7", "64x64x64", "1x9x9x3-3x3x8-s2-p1", "5x7", "8x64x128x10",
     "5x7-pad0:1-2_1:0-3", "2x5x3x1-pad1", "8x10-pad0:1-2_1:0-3",
-    "2x8x8x3-3x3x4-s1-p0", "64x64x2304",
+    "2x8x8x3-3x3x4-s1-p0", "64x64x2304", "12x10x7", "6x5",
 })
 SCHEDULES = frozenset({"none", "tile", "vectorize"})
 SEEDS = (0, 1, 2)
