@@ -10,7 +10,7 @@ import pytest
 
 from pytest_xtc.conformance import builtin_cases
 from pytest_xtc.conformance.families import FAMILIES
-from pytest_xtc.core import cases, checking, graphs, reference, registry
+from pytest_xtc.core import cases, checking, graphs, reference, registry, values
 from pytest_xtc.ops import conv2d
 
 
@@ -69,13 +69,15 @@ def test_exact_inputs_demand_bit_exact_results() -> None:
     assert "exact rule: must be bit-exact" in mismatch.describe()
 
 
-def test_nan_output_is_reported_as_never_written() -> None:
+def test_sentinel_output_is_reported_as_never_written_and_nan_is_not() -> None:
     graph, _ = FAMILIES["relu"](2, 3)
     ref = reference.evaluate(graph, [np.ones((2, 3), np.float32)])
     out = np.ones((2, 3), np.float32)
-    out[1, 2] = np.nan
+    values.fill_unwritten(out[1:, 2:])
+    out[0, 0] = np.nan
     (mismatch,) = checking.compare(["Y"], [out], ref).mismatches
-    assert mismatch.unwritten == 1 and mismatch.where == (1, 2)
+    assert mismatch.unwritten == 1 and mismatch.where == (1, 2) and mismatch.exceeding == 2
+    assert "0x7fa5a5a5" in mismatch.describe()
 
 
 def test_changed_inputs_are_named() -> None:

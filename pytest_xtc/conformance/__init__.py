@@ -37,4 +37,14 @@ def builtin_cases() -> tuple[Case, ...]:
         for params in spec.get("exact", ()):
             graph, shape = _build(family, params, "float32")
             cases += [Case(family, "float32", shape, s, graph, "exact") for s in exact_schedules]
+        for dtype in catalog["dtypes"]:
+            for params in spec.get("special", ()):
+                graph, shape = _build(family, params, dtype)
+                cases += [Case(family, dtype, shape, s, graph, "special") for s in exact_schedules]
+        large = spec.get("large") or {}
+        chosen = [s for s in schedules if s.name in set(large.get("schedules", ()))]
+        for dtype in catalog["dtypes"]:
+            for params in large.get("shapes", ()):
+                graph, shape = _build(family, params, dtype)
+                cases += [Case(family, dtype, shape, s, graph) for s in chosen]
     return tuple(cases)

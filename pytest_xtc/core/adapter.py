@@ -195,6 +195,14 @@ class TargetAdapter(ABC):
         """Run ``artifact`` as ``timing`` says; write results into ``outputs`` in place and
         leave in ``inputs`` what the kernel left of them; return the kernel's times."""
 
+    def guarded_buffers(self) -> bool:
+        """True when ``run`` hands the kernel the very arrays it is given, with no copy
+        (a bare-pointer call on host memory): the runner then gives it views into larger
+        buffers whose guard bands show writes out of bounds (``core/guard.py``). Default
+        False: a runtime that copies operands into buffers of its own (XTC's evaluators
+        do) would make the bands meaningless."""
+        return False
+
     def prepare(self, workdir: Path) -> None:  # noqa: B027
         """Called once per process before the first case, in the process that forks the
         isolated cases: warm what every case would otherwise build again (imports,

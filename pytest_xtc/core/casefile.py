@@ -18,7 +18,7 @@ MAX_FILE_BYTES = 4 << 20  # a case file is a graph, not data
 MAX_RANK = 8
 MAX_NAME = 100
 DTYPES = ("float32", "float64")
-VALUE_KINDS = ("random", "exact")
+VALUE_KINDS = ("random", "exact", "special")
 GRAPH_KEYS = ("inputs", "nodes", "outputs")
 KEYS = (
     *GRAPH_KEYS,

@@ -7,7 +7,7 @@ with their shapes and schedules; user case files (``--xtc-cases``) hold an XTC g
     schedules: {tiled: [{tile: [i, {i1: 4}]}]}   # XTC scheduler calls; default "none"
     schedule_node: C                              # node the schedule applies to
     dtypes: [float32, float64]                    # default: the graph's own dtype
-    values: [random, exact]                       # input kinds; default both
+    values: [random, exact, special]              # input kinds; default random, exact
     error_rule: {c: 1.0}                          # or "exact"; default: derived rule
 """
 
@@ -28,8 +28,10 @@ from pytest_xtc.core.casefile import CaseFileError
 from pytest_xtc.core.graphs import GraphDict
 from pytest_xtc.core.limits import DEFAULT_MAX_CASE_BYTES
 from pytest_xtc.core.reference import DEFAULT_C
+from pytest_xtc.core.values import special_array
 
 VALUE_KINDS = casefile.VALUE_KINDS
+DEFAULT_VALUE_KINDS = ("random", "exact")  # a user case file's default ``values``
 HOST, DEVICE = "host", "device"
 
 
@@ -103,17 +105,22 @@ class Case:
     def exact(self) -> bool:
         return self.exact_rule or self.values == "exact"
 
-    def seed(self, base_seed: int) -> int:
-        digest = hashlib.sha256(f"{base_seed}:{self.key}".encode()).digest()
+    def seed(self, base_seed: int, call: int = 0) -> int:
+        """The seed of the inputs of the case's ``call``-th kernel call (0: the first)."""
+        text = f"{base_seed}:{self.key}" + (f"#{call}" if call else "")
+        digest = hashlib.sha256(text.encode()).digest()
         return int.from_bytes(digest[:4], "little")
 
     def make_inputs(self, seed: int) -> list[np.ndarray]:
-        """Seeded inputs: uniform in [-1, 1), or small integers for exact cases."""
+        """Seeded inputs: uniform in [-1, 1), small integers for exact cases, uniform with
+        IEEE special values at a few positions for special cases (:mod:`values`)."""
         rng = np.random.default_rng(seed)
         arrays = []
         for operand in graphs.inputs(self.graph):
             if self.values == "exact":
                 array = rng.integers(-3, 4, size=operand.shape).astype(operand.dtype)
+            elif self.values == "special":
+                array = special_array(operand.shape, operand.dtype, rng)
             else:
                 array = rng.uniform(-1.0, 1.0, size=operand.shape).astype(operand.dtype)
             arrays.append(array)
@@ -178,7 +185,7 @@ def load_case_file(path: Path, max_case_bytes: int = DEFAULT_MAX_CASE_BYTES) -> 
     rule = data.get("error_rule") or {}
     exact_rule = rule == "exact"
     c = float(rule.get("c", DEFAULT_C)) if isinstance(rule, dict) else DEFAULT_C
-    values = data.get("values") or list(VALUE_KINDS)
+    values = data.get("values") or list(DEFAULT_VALUE_KINDS)
     found = [
         Case(
             graph["name"],

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from pytest_xtc.core import values
 from pytest_xtc.core.reference import Reference
 
 
@@ -23,16 +24,29 @@ class Mismatch:
     ratio: float  # largest error / bound over the output; inf where the bound is 0
     exceeding: int
     size: int
-    unwritten: int  # elements still NaN: never written by the kernel
+    unwritten: int  # elements still holding the unwritten sentinel (values.py)
+    bitwise: bool = False  # data movement: compared bit for bit
+    got_bits: str = ""
+    expected_bits: str = ""
 
     def describe(self) -> str:
         head = f"output {self.output}: {self.exceeding} of {self.size} elements exceed the bound"
         if self.unwritten:
-            head += f" ({self.unwritten} never written: still NaN)"
-        rule = "exact rule: must be bit-exact" if self.bound == 0 else f"bound {self.bound:.3g}"
+            head += f" ({self.unwritten} never written: still NaN, the sentinel bits)"
+        if self.bitwise:
+            rule = "bit-exact rule: data movement keeps every bit"
+        elif not np.isfinite(self.expected):
+            rule = "IEEE rule for special values"
+        elif self.bound == 0:
+            rule = "exact rule: must be bit-exact"
+        else:
+            rule = f"bound {self.bound:.3g}"
+        got, expected = repr(self.got), repr(self.expected)
+        if self.got_bits:
+            got, expected = f"{got} = {self.got_bits}", f"{expected} = {self.expected_bits}"
         return (
             f"{head}; largest error {self.max_error:.3g} at {list(self.where)} "
-            f"(got {self.got!r}, expected {self.expected!r}, {rule}); "
+            f"(got {got}, expected {expected}, {rule}); "
             f"error/bound ratio {self.ratio:.3g}"
         )
 
@@ -47,50 +61,99 @@ class Comparison:
         return not self.mismatches
 
 
+def _bits(value: np.ndarray) -> str:
+    size = value.dtype.itemsize
+    uint = {2: np.uint16, 4: np.uint32, 8: np.uint64}[size]
+    return f"0x{int(np.asarray(value).view(uint)):0{2 * size}x}"
+
+
+def _judge(
+    out: np.ndarray, expected: np.ndarray, bound: np.ndarray, bitwise: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(good, error, ratio) element-wise, by the output's rule."""
+    got = out.astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        error = np.abs(got - expected)
+        if bitwise:
+            same = differing_mask(out, expected.astype(out.dtype))
+            good = ~same
+            error = np.where(good, 0.0, np.where(np.isnan(error), np.inf, error))
+        else:
+            good = error <= bound  # NaN compares false, so it is bad
+            special = ~np.isfinite(expected)
+            good = np.where(np.isnan(expected), np.isnan(got), good)
+            good = np.where(np.isinf(expected), got == expected, good)
+            error = np.where(special, np.where(good, 0.0, np.inf), error)
+            error = np.where(np.isnan(error), np.inf, error)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(bound > 0, error / np.where(bound > 0, bound, 1),
+                         np.where(error > 0, np.inf, 0.0))
+    return good, error, ratio
+
+
 def compare(
     names: Sequence[str], outputs: Sequence[np.ndarray], reference: Reference
 ) -> Comparison:
-    """Element-wise ``|out - ref| <= bound``; NaN anywhere fails."""
+    """Element-wise by each output's rule (README, "When is a result right"): within the
+    bound, the NaN and +-Inf IEEE fixes, bit for bit for data movement; an element still
+    holding the unwritten sentinel fails; an element only required written passes once
+    written."""
     result = Comparison()
-    for name, out, expected, bound in zip(
-        names, outputs, reference.values, reference.bounds, strict=True
+    count = len(outputs)
+    free = reference.free or [None] * count
+    bitwise = reference.bitwise or [False] * count
+    for name, out, expected, bound, loose, exact_bits in zip(
+        names, outputs, reference.values, reference.bounds, free, bitwise, strict=True
     ):
-        error = np.abs(out.astype(np.float64) - expected)
-        bad = ~(error <= bound)  # NaN compares false, so it is bad
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ratios = np.where(
-                bound > 0, error / np.where(bound > 0, bound, 1), np.where(error > 0, np.inf, 0)
-            )
-        ratios = np.where(np.isnan(error), np.inf, ratios)
+        good, error, ratios = _judge(out, expected, bound, exact_bits)
+        unwritten = values.unwritten_mask(out)
+        if loose is not None:
+            good = good | loose
+            ratios = np.where(loose, 0.0, ratios)
+        good &= ~unwritten
+        ratios = np.where(unwritten, np.inf, ratios)
         if ratios.size:
             result.worst_ratio = max(result.worst_ratio, float(ratios.max()))
+        bad = ~good
         if not bad.any():
             continue
-        ranked = np.where(np.isnan(error), np.inf, error)
-        flat = int(np.argmax(ranked))
+        ranked = np.where(bad, np.where(unwritten, np.inf, error), -1.0)
+        # where to show: an unwritten element first, else the largest error
+        flat = int(np.argmax(unwritten)) if unwritten.any() else int(np.argmax(ranked))
         where = tuple(int(i) for i in np.unravel_index(flat, out.shape))
+        got_value, expected_value = float(out[where]), float(expected[where])
+        show_bits = exact_bits or bool(unwritten[where]) or got_value == expected_value or (
+            np.isnan(got_value) and np.isnan(expected_value))
         result.mismatches.append(
             Mismatch(
                 output=name,
                 max_error=float(ranked.flat[flat]),
                 where=where,
-                got=float(out[where]),
-                expected=float(expected[where]),
+                got=got_value,
+                expected=expected_value,
                 bound=float(bound[where]),
                 ratio=float(ratios.max()),
                 exceeding=int(bad.sum()),
                 size=int(out.size),
-                unwritten=int(np.isnan(out).sum()),
+                unwritten=int(unwritten.sum()),
+                bitwise=exact_bits,
+                got_bits=_bits(out[where]) if show_bits else "",
+                expected_bits=_bits(expected.astype(out.dtype)[where]) if show_bits else "",
             )
         )
     return result
 
 
-def differing(a: np.ndarray, b: np.ndarray) -> int:
-    """How many elements of two same-shaped arrays differ bit for bit (NaN payloads too)."""
+def differing_mask(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """True where two same-shaped arrays differ bit for bit (NaN payloads too)."""
     bytes_a = np.ascontiguousarray(a).view(np.uint8).reshape((*a.shape, -1))
     bytes_b = np.ascontiguousarray(b).view(np.uint8).reshape((*b.shape, -1))
-    return int((bytes_a != bytes_b).any(-1).sum())
+    return (bytes_a != bytes_b).any(-1)
+
+
+def differing(a: np.ndarray, b: np.ndarray) -> int:
+    """How many elements of two same-shaped arrays differ bit for bit (NaN payloads too)."""
+    return int(differing_mask(a, b).sum())
 
 
 def changed_inputs(

@@ -1,22 +1,36 @@
 """Expected failures of a target, as data: ``targets/<adapter module>.expectations.yaml``.
 
-Each entry: ``pattern`` (fnmatch over the case id, e.g. ``relu-float64-*``), ``phase``
+Each entry names the cases it covers by a selector (``selectors.py``): ``pattern``
+(fnmatch over the case id, e.g. ``relu-float64-*``) and/or properties: ``ops``,
+``dtypes``, ``placements``, ``primitives`` and ``xtc`` (a version specifier over
+xtc-tools). Properties recognise a known upstream bug in every case that has them, a user
+case named anything included, and only on the XTC versions that have it. Then ``phase``
 (``compile``, ``placement`` or ``run``; a wrong result counts as ``run``), ``reason`` and
-``url``. They serve CI: a certification run ignores them. Strict: a case that matches
-and passes fails, saying to remove the entry.
+``url``. Any other key is refused. They serve CI: a certification run ignores them.
+Strict: a case that matches and passes fails, saying to remove the entry.
+
+Files are read as UTF-8 YAML without anchors or aliases; every problem is one line naming
+the file (and the line).
 """
 
 from __future__ import annotations
 
-import fnmatch
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import yaml
 
+from pytest_xtc.core.cases import Case
 from pytest_xtc.core.outcome import STAGES as PHASES
+from pytest_xtc.core.selectors import KEYS as SELECTOR_KEYS
+from pytest_xtc.core.selectors import Selector, SelectorError, Traits, xtc_version
+
+ENTRY_KEYS = (*SELECTOR_KEYS, "phase", "reason", "url")
+MAX_FILE_BYTES = 1 << 20
+INSTALLED = "installed"  # find()'s default: the xtc-tools version installed here
 
 
 class ExpectationFileError(ValueError):
@@ -25,23 +39,76 @@ class ExpectationFileError(ValueError):
 
 @dataclass(frozen=True)
 class Expectation:
-    pattern: str
+    selector: Selector
     phase: str
     reason: str
     url: str
     line: int = 0
 
-    def matches(self, case_id: str) -> bool:
-        return fnmatch.fnmatchcase(case_id, self.pattern)
+    def __post_init__(self) -> None:
+        if isinstance(self.selector, str):  # a bare case id pattern
+            object.__setattr__(self, "selector", Selector(pattern=self.selector))
+
+    @property
+    def pattern(self) -> str:
+        """How the entry names its cases, for messages: its pattern, or its properties."""
+        return self.selector.pattern or self.selector.describe()
+
+    def matches(self, case: Case | Traits | str, xtc: str | None = INSTALLED) -> bool:
+        """True when the entry covers ``case`` (a Case, its Traits, or a bare case id,
+        which only a pattern-only entry can match) on XTC version ``xtc``."""
+        version = xtc_version() if xtc == INSTALLED else xtc
+        if isinstance(case, str):
+            if set(self.selector.to_dict()) - {"pattern", "xtc"}:
+                return False
+            case = Traits(case, frozenset(), "", "host", frozenset())
+        traits = case if isinstance(case, Traits) else Traits.of(case)
+        return self.selector.matches(traits, version)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.selector.to_dict(), "phase": self.phase, "reason": self.reason,
+                "url": self.url}
+
+
+def _text(path: Path) -> str:
+    try:
+        with path.open("rb") as file:
+            raw = file.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise ExpectationFileError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise ExpectationFileError(f"{path}: larger than {MAX_FILE_BYTES >> 20} MiB")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ExpectationFileError(
+            f"{path}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start})"
+        ) from None
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
+
+
+def _compose(path: Path, text: str) -> yaml.Node | None:
+    """The YAML tree, refusing anchors and aliases (a few lines expand to gigabytes)."""
+    try:
+        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+            anchor = getattr(event, "anchor", None)
+            if isinstance(event, yaml.AliasEvent) or anchor is not None:
+                raise ExpectationFileError(
+                    f"{path}:{event.start_mark.line + 1}: YAML anchors and aliases "
+                    f"(&{anchor}, *{anchor}) are not allowed; write the entries out"
+                )
+        return yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        raise ExpectationFileError(f"{path}: not valid YAML: {_one_line(exc)}") from None
 
 
 @cache
 def load(path: Path) -> tuple[Expectation, ...]:
     """The entries of one file (read once per process)."""
-    try:
-        root = yaml.compose(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise ExpectationFileError(f"{path}: {exc}") from exc
+    root = _compose(path, _text(path))
     if root is None:
         return ()
     if not isinstance(root, yaml.SequenceNode):
@@ -49,31 +116,50 @@ def load(path: Path) -> tuple[Expectation, ...]:
     entries = []
     for node in root.value:
         line = node.start_mark.line + 1
-        data = yaml.safe_load(yaml.serialize(node))
-        if not isinstance(data, dict):
-            raise ExpectationFileError(f"{path}:{line}: an entry is a mapping")
-        missing = {"pattern", "phase", "reason", "url"} - set(data)
-        if missing:
-            raise ExpectationFileError(f"{path}:{line}: entry lacks {', '.join(sorted(missing))}")
-        if data["phase"] not in PHASES:
-            raise ExpectationFileError(
-                f"{path}:{line}: phase must be one of {', '.join(PHASES)}, not {data['phase']!r}"
-            )
-        entries.append(
-            Expectation(
-                str(data["pattern"]), data["phase"], str(data["reason"]), str(data["url"]), line
-            )
-        )
+        try:
+            data = yaml.safe_load(yaml.serialize(node))
+        except yaml.YAMLError as exc:
+            raise ExpectationFileError(f"{path}:{line}: {_one_line(exc)}") from None
+        entries.append(_entry(data, f"{path}:{line}", line))
     return tuple(entries)
 
 
-def find(entries: Sequence[Expectation], case_id: str) -> Expectation | None:
-    return next((e for e in entries if e.matches(case_id)), None)
+def _entry(data: Any, where: str, line: int) -> Expectation:
+    if not isinstance(data, dict):
+        raise ExpectationFileError(f"{where}: an entry is a mapping")
+    unknown = sorted(str(k) for k in set(data) - set(ENTRY_KEYS))
+    if unknown:
+        raise ExpectationFileError(
+            f"{where}: unknown key {', '.join(unknown)} (known: {', '.join(ENTRY_KEYS)})"
+        )
+    missing = {"phase", "reason", "url"} - set(data)
+    if missing:
+        raise ExpectationFileError(f"{where}: entry lacks {', '.join(sorted(missing))}")
+    if data["phase"] not in PHASES:
+        raise ExpectationFileError(
+            f"{where}: phase must be one of {', '.join(PHASES)}, not {data['phase']!r}"
+        )
+    try:
+        selector = Selector.from_data(data, where)
+    except SelectorError as exc:
+        raise ExpectationFileError(str(exc)) from None
+    return Expectation(selector, data["phase"], str(data["reason"]), str(data["url"]), line)
+
+
+def entry(pattern: str, phase: str, reason: str, url: str) -> Expectation:
+    """An entry naming one case id (what ``--xtc-update-expectations`` proposes)."""
+    return Expectation(Selector(pattern=pattern), phase, reason, url)
+
+
+def find(
+    entries: Sequence[Expectation], case: Case | Traits | str, xtc: str | None = INSTALLED
+) -> Expectation | None:
+    """The first entry covering ``case`` on XTC version ``xtc`` (default: installed)."""
+    version = xtc_version() if xtc == INSTALLED else xtc
+    return next((e for e in entries if e.matches(case, version)), None)
 
 
 def dumps(entries: Sequence[Expectation]) -> str:
     """Entries in this file format, the way ``load`` reads them."""
-    data = [
-        {"pattern": e.pattern, "phase": e.phase, "reason": e.reason, "url": e.url} for e in entries
-    ]
+    data = [e.to_dict() for e in entries]
     return yaml.safe_dump(data, sort_keys=False, width=100) if data else "[]\n"

@@ -66,6 +66,12 @@ class Outcome:
     run_s: float = 0.0
     times: list[float] = field(default_factory=list)
     perf: dict[str, Any] | None = None  # a passed case's performance record (perf.py)
+    guarded: bool | None = None  # writes out of bounds checked by guard bands (None: not run)
+    calls: int = 0  # kernel calls checked, each on fresh inputs
+    #: The statistical precision check's sums (precision.Terms.to_dict: dtype, e2, v, s2,
+    #: n, bits, decided), for random-input contraction cases; reports pool them.
+    precision: dict[str, Any] | None = None
+    traits: dict[str, Any] | None = None  # what expectations select by (selectors.Traits)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

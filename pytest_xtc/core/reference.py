@@ -8,22 +8,30 @@ it (README, "When is a result right"):
 * Contractions (matmul, conv2d) add Higham's rigorous ``gamma_K |A||B|`` for the case's
   dtype, times the case's factor ``c`` (1 by default: an error above it is a defect).
 * Exact inputs (small integers) make every product and partial sum representable: the
-  bound is zero, bit for bit.
+  bound is zero, bit for bit, as long as every ``|A||B|`` stays below ``2^p`` (p: the
+  dtype's mantissa bits). A deeper graph whose integers outgrow that gets the rounding
+  bound at the contraction where they do.
 
 A bound is computed only where one can be non-zero: the inputs' bounds are exactly zero,
 and so are the errors an exact op passes on from them.
+
+With ``ieee`` (special-value inputs), each op's IEEE rule (``Op.ieee``) gives the NaN and
++-Inf results IEEE arithmetic fixes and the elements that depend on the compiler's choices
+(only required written). An output made by data movement alone is compared bit for bit.
+An output computed by a contraction straight from graph inputs also keeps ``|A||B|`` and
+K (:class:`Sample`): the statistical precision check (``precision.py``) reads them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from pytest_xtc.core import graphs
 from pytest_xtc.core.graphs import GraphDict
-from pytest_xtc.ops.contraction import gamma
+from pytest_xtc.ops.contraction import Contraction, gamma
 from pytest_xtc.ops.spec import Bound
 
 UNIT_ROUNDOFF = {"float16": 2.0**-11, "float32": 2.0**-24, "float64": 2.0**-53}
@@ -34,10 +42,22 @@ __all__ = ["DEFAULT_C", "UNIT_ROUNDOFF", "Reference", "evaluate", "forward", "fo
 
 
 @dataclass
+class Sample:
+    """What the precision statistic needs of an output computed by one contraction from
+    graph inputs: ``|A||B|`` (float64) and the reduction length K."""
+
+    magnitude: np.ndarray
+    k: int
+
+
+@dataclass
 class Reference:
-    values: list[np.ndarray]  # float64, one per graph output
+    values: list[np.ndarray]  # float64, one per graph output (NaN, +-Inf where IEEE fixes them)
     bounds: list[np.ndarray]  # float64, >= 0, same shapes
     reductions: dict[str, int]  # node name -> reduction length K, for messages
+    free: list[np.ndarray | None] = field(default_factory=list)  # only required written
+    bitwise: list[bool] = field(default_factory=list)  # data movement alone: bit for bit
+    samples: list[Sample | None] = field(default_factory=list)
 
 
 def forward_fn(graph: GraphDict) -> Callable[[Sequence[np.ndarray]], list[np.ndarray]]:
@@ -62,30 +82,74 @@ def forward(graph: GraphDict, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
 
 
 def evaluate(
-    graph: GraphDict, inputs: Sequence[np.ndarray], exact: bool = False, c: float = DEFAULT_C
+    graph: GraphDict,
+    inputs: Sequence[np.ndarray],
+    exact: bool = False,
+    c: float = DEFAULT_C,
+    ieee: bool = False,
 ) -> Reference:
-    """Evaluate ``graph`` in float64 on ``inputs``; bounds are zero when ``exact``."""
+    """Evaluate ``graph`` in float64 on ``inputs``; bounds are zero when ``exact``; with
+    ``ieee`` (also chosen when an input holds a special value: NaN, +-Inf, a subnormal or
+    a magnitude whose square overflows), each op's IEEE rule for special values."""
+    ieee = ieee or any(_special(a) for a in inputs)
     values: dict[str, np.ndarray] = {}
     bounds: dict[str, Bound] = {}
+    free: dict[str, np.ndarray | None] = {}
+    bitwise: dict[str, bool] = {}
+    magnitudes: dict[str, Sample] = {}
     dtype = graph["inputs"][0]["expr"]["type"]["dtype"]
     u = 0.0 if exact else c * UNIT_ROUNDOFF[dtype]
+    out = [o["uid"] for o in graph["outputs"]]
     for entry, array in zip(graph["inputs"], inputs, strict=True):
-        values[entry["uid"]] = np.asarray(array, dtype=np.float64)
-        bounds[entry["uid"]] = None
+        uid = entry["uid"]
+        values[uid], bounds[uid], free[uid], bitwise[uid] = (
+            np.asarray(array, dtype=np.float64), None, None, True)
     reductions: dict[str, int] = {}
     for node in graphs.nodes(graph):
+        op, attrs, uid = node.op, node.attrs, node.uid
         args = [values[a] for a in node.args]
-        values[node.uid] = node.op.forward(args, node.attrs)
-        bounds[node.uid] = node.op.bound(args, [bounds[a] for a in node.args], node.attrs, u)
-        k = node.op.reduction([a.shape for a in args], node.attrs)
+        errs = [bounds[a] for a in node.args]
+        k = op.reduction([a.shape for a in args], attrs)
         if k:
             reductions[node.name] = k
-    out = [o["uid"] for o in graph["outputs"]]
+        bitwise[uid] = op.copies and all(bitwise[a] for a in node.args)
+        if ieee:
+            values[uid], bounds[uid], free[uid] = op.ieee(
+                args, errs, [free[a] for a in node.args], attrs, u, dtype)
+            continue
+        free[uid] = None
+        values[uid] = op.forward(args, attrs)
+        if exact and isinstance(op, Contraction):
+            magnitude = op.magnitude(args, attrs)
+            if magnitude.size and magnitude.max() >= 1 / UNIT_ROUNDOFF[dtype]:
+                bounds[uid] = op.bound(args, errs, attrs, c * UNIT_ROUNDOFF[dtype])
+            else:
+                bounds[uid] = op.bound(args, errs, attrs, 0.0)
+        elif isinstance(op, Contraction) and u and all(e is None for e in errs):
+            magnitude = op.magnitude(args, attrs)  # computed once: bound and statistic
+            bounds[uid] = op.rounding(k, u) * magnitude
+            if uid in out:
+                magnitudes[uid] = Sample(magnitude, k)
+        else:
+            bounds[uid] = op.bound(args, errs, attrs, u)
     return Reference(
         [values[uid] for uid in out],
         [_dense(bounds[uid], values[uid]) for uid in out],
         reductions,
+        [free[uid] for uid in out],
+        [bitwise[uid] for uid in out],
+        [magnitudes.get(uid) for uid in out],
     )
+
+
+def _special(array: np.ndarray) -> bool:
+    if not np.issubdtype(array.dtype, np.floating) or not array.size:
+        return False
+    info = np.finfo(array.dtype)
+    magnitude = np.abs(array)
+    if not np.isfinite(magnitude).all() or magnitude.max() >= np.sqrt(info.max):
+        return True
+    return bool(((magnitude > 0) & (magnitude < info.tiny)).any())
 
 
 def _dense(bound: Bound, value: np.ndarray) -> np.ndarray:

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from pytest_xtc.core import checking, graphs, isolation, perf, reference, remote
+from pytest_xtc.core import checking, graphs, isolation, perf, precision, reference, remote, values
 from pytest_xtc.core.adapter import TargetAdapter, Tier
 from pytest_xtc.core.cases import Case, case_bytes
 from pytest_xtc.core.limits import (
@@ -25,6 +25,7 @@ from pytest_xtc.core.limits import (
     worker_memory_limit,
 )
 from pytest_xtc.core.outcome import Outcome, Phase, Status
+from pytest_xtc.core.selectors import Traits
 from pytest_xtc.core.settings import Settings
 from pytest_xtc.core.work import (
     Work,
@@ -37,6 +38,7 @@ from pytest_xtc.core.work import (
 __all__ = ["Settings", "device_lock", "run_case"]
 
 DEVICE_WAIT_S = 3600.0  # longest wait for a device another worker holds
+CALLS = 2  # kernel calls per case, each on fresh inputs: state carried between calls shows
 
 
 _workers: dict[int, isolation.Worker] = {}
@@ -75,6 +77,7 @@ def run_case(
     settings = settings or Settings()
     probe = adapter.status()
     outcome = Outcome(case.id, adapter.name, Status.SKIPPED, Phase.PROBE, tier=probe.tier.value)
+    outcome.traits = Traits.of(case).to_dict()
     if probe.tier is Tier.UNAVAILABLE:
         outcome.message = f"{adapter.name}: {probe.reason}"
         return outcome
@@ -103,13 +106,16 @@ def run_case(
         return _end(outcome, Status.FAILED, Phase.COMPILE, f"time limits: {describe_failure(exc)}")
 
     execute = probe.tier is Tier.EXECUTE
-    inputs: list[np.ndarray] = []
+    input_sets: list[list[np.ndarray]] = [[]]
     outputs: list[np.ndarray] = []
     if execute:
         outcome.seed = case.seed(settings.base_seed)
-        inputs = case.make_inputs(outcome.seed)
-        outputs = [np.full(o.shape, np.nan, o.dtype) for o in graphs.outputs(case.graph)]
-    request = WorkRequest(case, workdir, inputs, outputs, execute, settings)
+        input_sets = [
+            case.make_inputs(case.seed(settings.base_seed, n)) for n in range(CALLS)
+        ]
+        outputs = [values.unwritten(o.shape, o.dtype) for o in graphs.outputs(case.graph)]
+    inputs = input_sets[0]
+    request = WorkRequest(case, workdir, inputs, outputs, execute, settings, input_sets[1:])
     try:
         if isinstance(adapter, remote.IsolatedAdapter):
             done: Work = adapter.work(request, limits, Phase.COMPILE.value)
@@ -127,7 +133,7 @@ def run_case(
         return _end(outcome, status, done.phase, done.failure)
     if not execute:
         return _end(outcome, Status.PASSED, done.phase, "")
-    outcome = _check(outcome, case, inputs, done)
+    outcome = _check(outcome, case, input_sets, done)
     if outcome.status is Status.PASSED and settings.perf:
         outcome.perf = _perf(adapter, case, inputs, outcome.times, settings)
     return outcome
@@ -144,22 +150,51 @@ def _perf(
     try:
         with_peak = settings.peak and perf.flop_count(case.graph)
         peak = perf.device_peak(adapter, case.dtype) if with_peak else None
-        return perf.record(case.graph, inputs, times, settings.timing, peak)
+        with np.errstate(all="ignore"):  # special values: numpy's own NaN and overflow
+            return perf.record(case.graph, inputs, times, settings.timing, peak)
     except Exception as exc:
         return {"error": describe_failure(exc)}
 
 
-def _check(outcome: Outcome, case: Case, pristine: list[np.ndarray], done: Work) -> Outcome:
+def _check(
+    outcome: Outcome, case: Case, pristine: list[list[np.ndarray]], done: Work
+) -> Outcome:
+    """Every call's results by the reference's rules, the guard bands, the repeat check,
+    then the statistical precision check over the calls' random contraction outputs."""
     seed = outcome.seed
     in_names = [o.name for o in graphs.inputs(case.graph)]
     out_names = [o.name for o in graphs.outputs(case.graph)]
-    problems = checking.changed_inputs(in_names, pristine, done.inputs)
-    ref = reference.evaluate(case.graph, pristine, exact=case.exact, c=case.c)
-    comparison = checking.compare(out_names, done.outputs, ref)
-    outcome.worst_ratio = comparison.worst_ratio
-    problems += [m.describe() for m in comparison.mismatches]
+    outcome.guarded, outcome.calls = done.guarded, len(done.calls)
+    problems: list[str] = []
+    found: list[precision.Terms] = []
+    for n, (given, call) in enumerate(zip(pristine, done.calls, strict=True)):
+        said = checking.changed_inputs(in_names, given, call.inputs) + call.guard
+        ref = reference.evaluate(
+            case.graph, given, exact=case.exact, c=case.c, ieee=case.values == "special"
+        )
+        comparison = checking.compare(out_names, call.outputs, ref)
+        if n == 0:
+            outcome.worst_ratio = comparison.worst_ratio
+        said += [m.describe() for m in comparison.mismatches]
+        if n:
+            said = [f"call {n + 1} of {len(done.calls)} (fresh inputs): {line}"
+                    for line in said]
+        problems += said
+        if case.values == "random" and not case.exact and comparison.ok:
+            found += [
+                precision.terms(case.dtype, got, expected, sample.magnitude, sample.k)
+                for got, expected, sample in zip(call.outputs, ref.values, ref.samples,
+                                                 strict=True)
+                if sample is not None
+            ]
     if done.second is not None:
         problems += checking.unstable_outputs(out_names, done.outputs, done.second)
+    if found and not problems:
+        total = precision.pool(found)[case.dtype]
+        outcome.precision = total.to_dict()
+        problem = total.problem()
+        if problem:
+            problems.append(problem)
     if problems:
         return _end(
             outcome,

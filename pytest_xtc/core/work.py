@@ -1,6 +1,13 @@
 """The target's side of a case: compile, check the placement, hold the device, run. It
 runs in a worker process (or in process without isolation) and sends a :class:`Work`
-back to the checking side. No pytest."""
+back to the checking side. No pytest.
+
+Every executed case calls the kernel at least twice, each time on fresh inputs and fresh
+output buffers holding the unwritten sentinel (``values.py``): a kernel that carries
+state from one call to the next (a cache keyed by shape, an accumulator never reset) is
+wrong on the second call. The first call is the timed one. Where the adapter works in
+place (``guarded_buffers``), every operand lies inside guard bands (``guard.py``).
+"""
 
 from __future__ import annotations
 
@@ -17,13 +24,23 @@ from typing import Any
 
 import numpy as np
 
-from pytest_xtc.core import placement
+from pytest_xtc.core import graphs, guard, placement, values
 from pytest_xtc.core.adapter import ONCE, InfrastructureError, TargetAdapter
 from pytest_xtc.core.cases import Case
 from pytest_xtc.core.outcome import Phase
 from pytest_xtc.core.settings import Settings
 
 LOCK_DIR_ENV = "XTC_LOCK_DIR"
+
+
+@dataclass
+class Call:
+    """One checked call of the kernel: what it left of its inputs, its outputs, and the
+    writes out of bounds its guard bands saw."""
+
+    inputs: list[np.ndarray]
+    outputs: list[np.ndarray]
+    guard: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -36,9 +53,17 @@ class Work:
     compile_s: float = 0.0
     run_s: float = 0.0
     times: list[float] = field(default_factory=list)
-    inputs: list[np.ndarray] = field(default_factory=list)
-    outputs: list[np.ndarray] = field(default_factory=list)
+    calls: list[Call] = field(default_factory=list)  # one per input set, the timed first
     second: list[np.ndarray] | None = None  # outputs of the repeat-check run
+    guarded: bool = False  # operands lay inside guard bands
+
+    @property
+    def inputs(self) -> list[np.ndarray]:
+        return self.calls[0].inputs if self.calls else []
+
+    @property
+    def outputs(self) -> list[np.ndarray]:
+        return self.calls[0].outputs if self.calls else []
 
 
 def describe_failure(exc: BaseException) -> str:
@@ -75,9 +100,40 @@ class WorkRequest:
     case: Case
     workdir: Path
     inputs: list[np.ndarray]
-    outputs: list[np.ndarray]
+    outputs: list[np.ndarray]  # their shapes and dtypes: every call gets fresh ones
     execute: bool
     settings: Settings
+    more: list[list[np.ndarray]] = field(default_factory=list)  # further calls' inputs
+
+
+def call_kernel(
+    adapter: TargetAdapter,
+    artifact: Any,
+    case: Case,
+    inputs: list[np.ndarray],
+    like: list[np.ndarray],
+    timing: Any,
+    guarded: bool,
+) -> tuple[Call, Any]:
+    """One call on copies of ``inputs`` and fresh outputs shaped ``like`` holding the
+    unwritten sentinel, inside guard bands when ``guarded``."""
+    if not guarded:
+        ins = [a.copy() for a in inputs]
+        outs = [values.unwritten(o.shape, o.dtype) for o in like]
+        result = adapter.run(artifact, ins, outs, timing)
+        return Call(ins, outs), result
+    in_names = [o.name for o in graphs.inputs(case.graph)]
+    out_names = [o.name for o in graphs.outputs(case.graph)]
+    placed = [guard.place(n, a) for n, a in zip(in_names, inputs, strict=True)]
+    placed += [
+        guard.place(n, values.unwritten(o.shape, o.dtype))
+        for n, o in zip(out_names, like, strict=True)
+    ]
+    views = [g.view for g in placed]
+    result = adapter.run(artifact, views[: len(inputs)], views[len(inputs) :], timing)
+    found = guard.check(placed)
+    copies = [np.array(v) for v in views]
+    return Call(copies[: len(inputs)], copies[len(inputs) :], found), result
 
 
 def target_work(
@@ -111,20 +167,20 @@ def target_work(
         with device_lock(adapter.lock_key()):
             phase = Phase.RUN
             report(phase)
-            first = [a.copy() for a in inputs]
+            done.guarded = guarded = adapter.guarded_buffers()
             start = time.perf_counter()
-            result = adapter.run(artifact, first, outputs, settings.timing)
+            first, result = call_kernel(
+                adapter, artifact, case, inputs, outputs, settings.timing, guarded
+            )
             done.run_s = time.perf_counter() - start
+            done.calls = [first]
+            for more in request.more:
+                call, _ = call_kernel(adapter, artifact, case, more, outputs, ONCE, guarded)
+                done.calls.append(call)
             if settings.repeat_check:
-                again = [np.full_like(o, np.nan) for o in outputs]
-                adapter.run(artifact, [a.copy() for a in inputs], again, ONCE)
-                done.second = again
-        done.phase, done.times, done.inputs, done.outputs = (
-            Phase.CHECK,
-            result.times,
-            first,
-            outputs,
-        )
+                again, _ = call_kernel(adapter, artifact, case, inputs, outputs, ONCE, guarded)
+                done.second = again.outputs
+        done.phase, done.times = Phase.CHECK, result.times
     except Exception as exc:
         done.phase, done.failure = phase, f"{phase} failed: {describe_failure(exc)}"
         done.infrastructure = is_infrastructure(exc, phase)

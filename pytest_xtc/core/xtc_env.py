@@ -8,12 +8,16 @@ the library search path and loads it before XTC is imported, so no manual step i
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
+import io
 import os
+import re
 import sys
 import sysconfig
-from collections.abc import Callable, Mapping, Sequence
+import tempfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -205,7 +209,59 @@ def compile_case(
     compiler = backend.get_compiler(
         target=target, shared_lib=True, dump_file=str(workdir / "kernel"), **compiler_options
     )
-    return compiler.compile(sched)
+    with diagnostics() as said:
+        try:
+            return compiler.compile(sched)
+        except Exception as exc:
+            found = said()
+            if not found:
+                raise
+            raise CompileError(f"{type(exc).__name__}: {exc}; compiler said: {found}") from exc
+
+
+class CompileError(RuntimeError):
+    """XTC's compile failed; the message carries the compiler's own diagnostics."""
+
+
+_DIAGNOSTIC = re.compile(r"(?:^|\b)(?:error|MLIR Error):\s*(.+)$")
+
+
+@contextlib.contextmanager
+def diagnostics() -> Iterator[Callable[[], str]]:
+    """Capture what is written to stderr (file descriptor 2 and ``sys.stderr``) inside the
+    block, echo it back after, and give a function returning its diagnostics (the lines
+    with ``error:``, each once). XTC's MLIR parser reports its diagnostic ("'linalg.yield'
+    op type of yield operand 1 ('f32') doesn't match ...") only there: the exception it
+    raises says "Unable to parse operation assembly"."""
+    with tempfile.TemporaryFile(mode="w+b") as sink:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        os.dup2(sink.fileno(), 2)
+        python = io.StringIO()
+
+        def written() -> str:
+            size = os.fstat(sink.fileno()).st_size
+            return os.pread(sink.fileno(), size, 0).decode("utf-8", "replace") + python.getvalue()
+
+        try:
+            with contextlib.redirect_stderr(python):
+                yield lambda: _found(written())
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            echo = written()
+            if echo:
+                sys.stderr.write(echo)
+
+
+def _found(text: str) -> str:
+    lines: list[str] = []
+    for line in text.splitlines():
+        match = _DIAGNOSTIC.search(line.strip())
+        if match and match.group(1).strip() not in lines:
+            lines.append(match.group(1).strip())
+    return "; ".join(lines)
 
 
 def evaluate(
@@ -234,4 +290,51 @@ def evaluate(
         raise RuntimeError(f"XTC evaluator returned code {code}: {error}")
     for handle, array in zip(nd, arrays, strict=True):
         handle.numpy(out=array)
+    return RunResult(times=[float(t) for t in times])
+
+
+def in_place_capable(module: Any) -> bool:
+    """A host shared library with XTC's bare-pointer ABI (``void f(T *in..., T *out...)``,
+    what the MLIR backend's host targets build): it can run on the caller's arrays."""
+    shlib = getattr(module, "file_type", None) == "shlib"
+    return shlib and bool(getattr(module, "_bare_ptr", False))
+
+
+def run_in_place(
+    module: Any,
+    inputs: Sequence[np.ndarray],
+    outputs: Sequence[np.ndarray],
+    timing: Timing = ONCE,
+) -> RunResult:
+    """Run a bare-pointer host module on the given arrays themselves, no copy (what XTC's
+    ``HostEvaluator.evaluate`` does, less its copies into buffers of its own), timed by
+    XTC's own timing loop (``evaluate_performance``). Outputs must be C-contiguous: the
+    kernel writes into them. A module of another ABI is refused."""
+    from xtc.runtimes.host.HostRuntime import HostRuntime
+    from xtc.utils.evaluation import evaluate_performance
+    from xtc.utils.loader import LibLoader
+
+    if not in_place_capable(module):
+        raise TypeError(
+            f"cannot run {type(module).__name__} in place: not a bare-pointer shared library"
+        )
+    for array in outputs:
+        if not array.flags["C_CONTIGUOUS"]:
+            raise ValueError("outputs run in place must be C-contiguous arrays")
+    ins = [np.ascontiguousarray(a) for a in inputs]
+    lib = LibLoader(str(Path(module.file_name).absolute()))
+    try:
+        func = getattr(lib.lib, module.payload_name)
+        func.packed = False
+        times, code, error = evaluate_performance(
+            func, (ins, list(outputs)), [], timing.repeat, timing.number,
+            timing.min_repeat_ms, HostRuntime.get(),
+        )
+    finally:
+        lib.close()
+    if code != 0:
+        raise RuntimeError(f"XTC's timing loop returned code {code}: {error}")
+    for given, used in zip(inputs, ins, strict=True):
+        if given is not used:
+            np.copyto(given, used)  # what the kernel left of its inputs
     return RunResult(times=[float(t) for t in times])

@@ -8,6 +8,16 @@ bound, add ``2 gamma_K(2^-53)``. Arguments that carry an error (an earlier node'
 add the first-order propagation ``e_a |b| + |a| e_b + e_a e_b``, computed only for the
 arguments that carry one. ``u = 0`` (exact inputs: every product and partial sum is
 representable) makes the rounding term zero: bit for bit.
+
+IEEE rule (special values, :meth:`Contraction.ieee`): a result is NaN where any of its
+products is NaN (a NaN factor, or 0 x Inf) or where it has products +Inf and -Inf; +Inf
+(-Inf) where its infinite products all have that sign; otherwise finite, within the bound
+above plus ``K eta (1 + gamma_K)`` for products that underflow (eta: half the smallest
+subnormal; Higham eq. 2.8: an underflowing product errs by at most eta, sums do not).
+Where ``(1 + gamma_K) |A||B|`` over the finite factors exceeds the dtype's largest
+finite number, whether the result overflows depends on the summation order (and on FMA):
+such elements, unless NaN is certain, are only required written. NaN payloads and the
+sign of a zero result are free.
 """
 
 from __future__ import annotations
@@ -33,6 +43,7 @@ class Contraction(Op):
     """An op computing dot products of length :meth:`reduction` (two operands)."""
 
     exact = False
+    copies = False
 
     def bound(self, args: Sequence[np.ndarray], errs: Sequence[Bound], attrs: Attrs,
               u: float) -> Bound:
@@ -44,8 +55,7 @@ class Contraction(Op):
         if u:
             mag_a = abs_a if ea is None else abs_a + ea
             mag_b = abs_b if eb is None else abs_b + eb
-            rounding = gamma(k, u) + 2 * gamma(k, FLOAT64_U)
-            total = rounding * self.forward([mag_a, mag_b], attrs)
+            total = self.rounding(k, u) * self.forward([mag_a, mag_b], attrs)
         terms = []
         if ea is not None:
             terms.append(self.forward([ea, abs_b], attrs))
@@ -56,6 +66,67 @@ class Contraction(Op):
         for term in terms:
             total = term if total is None else total + term
         return total
+
+    def rounding(self, k: int, u: float) -> float:
+        """The factor of |A||B| in the bound: gamma_K(u) plus the reference's own."""
+        return gamma(k, u) + 2 * gamma(k, FLOAT64_U)
+
+    def ieee(self, args: Sequence[np.ndarray], errs: Sequence[Bound],
+             free: Sequence[np.ndarray | None], attrs: Attrs, u: float,
+             dtype: str) -> tuple[np.ndarray, Bound, np.ndarray | None]:
+        a, b = args
+        k = self.reduction([a.shape, b.shape], attrs)
+        finite_a, finite_b = np.isfinite(a), np.isfinite(b)
+        clean = [np.where(finite_a, a, 0.0), np.where(finite_b, b, 0.0)]
+        clean_errs = [None if e is None else np.where(f, e, 0.0)
+                      for e, f in zip(errs, (finite_a, finite_b), strict=True)]
+        value = self.forward(clean, attrs)
+        bound = self.bound(clean, clean_errs, attrs, u)
+        magnitude = self.magnitude(clean, attrs)
+        if u:
+            info = np.finfo(dtype)
+            eta = float(info.smallest_subnormal) / 2
+            underflow = k * eta * (1 + gamma(k, u))
+            bound = underflow if bound is None else bound + underflow
+        ones_a, ones_b = np.ones(a.shape, bool), np.ones(b.shape, bool)
+
+        def meet(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+            return self.forward([x.astype(np.float64), y.astype(np.float64)], attrs) > 0
+
+        inf_a, inf_b = np.isinf(a), np.isinf(b)
+        nan = (meet(np.isnan(a), ones_b) | meet(ones_a, np.isnan(b))
+               | meet(inf_a, b == 0) | meet(a == 0, inf_b))
+        positive = (meet(inf_a & (a > 0), b > 0) | meet(inf_a & (a < 0), b < 0)
+                    | meet(a > 0, inf_b & (b > 0)) | meet(a < 0, inf_b & (b < 0)))
+        negative = (meet(inf_a & (a > 0), b < 0) | meet(inf_a & (a < 0), b > 0)
+                    | meet(a > 0, inf_b & (b < 0)) | meet(a < 0, inf_b & (b > 0)))
+        nan |= positive & negative
+        value = np.where(nan, np.nan, np.where(positive, np.inf,
+                                               np.where(negative, -np.inf, value)))
+        special = nan | positive | negative
+        # a finite product may overflow, or not inside an FMA: +-Inf or NaN then depend on
+        # the compiler's choices (NaN from NaN factors, 0 x Inf or Inf - Inf does not)
+        overflow = ~nan & (magnitude * (1 + gamma(k, u)) > float(np.finfo(dtype).max))
+        spread = self.spread(free, [a.shape, b.shape], attrs)
+        loose = overflow if spread is None else overflow | spread
+        dense = np.zeros(value.shape) if bound is None else np.broadcast_to(bound, value.shape)
+        bound = np.where(special, 0.0, dense)
+        return value, bound, loose if loose.any() else None
+
+    def spread(self, masks: Sequence[np.ndarray | None], shapes: Sequence[Shape],
+               attrs: Attrs) -> np.ndarray | None:
+        """A result element depends on every element of its rows of A and columns of B."""
+        if all(m is None for m in masks):
+            return None
+        a, b = (np.ones(s) if m is None else m.astype(np.float64)
+                for m, s in zip(masks, shapes, strict=True))
+        ones = [np.ones(s) for s in shapes]
+        total = np.zeros(self.shape(shapes, attrs))
+        if masks[0] is not None:
+            total = total + self.forward([a, ones[1]], attrs)
+        if masks[1] is not None:
+            total = total + self.forward([ones[0], b], attrs)
+        return total > 0
 
     def magnitude(self, args: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
         """|A| |B|, the scale of each result's rounding error."""

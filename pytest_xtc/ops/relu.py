@@ -1,6 +1,14 @@
 """``relu``: max(x, threshold), threshold 0 by default (XTC's graph-level ``forward``
 honours ``threshold``; a target that ignores it is wrong). 1-Lipschitz: it passes its
-argument's error bound through."""
+argument's error bound through.
+
+IEEE rule: relu is IEEE 754-2019 ``maximum(x, threshold)``, as numpy's and XTC's own
+graph-level forward compute it: NaN in, NaN out (any payload; a select ``x > t ? x : t``
+that turns NaN into the threshold is wrong); +Inf stays, -Inf gives the threshold;
+subnormals above the threshold pass unchanged (flushing them to zero is wrong); a zero
+result may have either sign (``maximum(-0, +0)`` is +0, a select ``x >= t`` keeps -0,
+and the graph does not fix which).
+"""
 
 from __future__ import annotations
 
@@ -14,6 +22,7 @@ from pytest_xtc.ops.spec import Attr, Attrs, Bound, Op, Shape, number
 class Relu(Op):
     name = "relu"
     attrs = (Attr("threshold", number, 0.0, "a number"),)
+    copies = False  # it selects, but its zero results may take either sign
 
     def shape(self, shapes: Sequence[Shape], attrs: Attrs) -> Shape:
         return tuple(shapes[0])
@@ -30,10 +39,14 @@ class Relu(Op):
 OP = Relu()
 
 
-def family(*shape: int, dtype: str = "float32") -> tuple[dict, str]:
-    """Catalog family ``relu``: the input's shape."""
+def family(*dims: int, dtype: str = "float32", shape: Sequence[int] | None = None,
+           threshold: float | None = None) -> tuple[dict, str]:
+    """Catalog family ``relu``: the input's shape, or {shape, threshold}."""
     from pytest_xtc.ops.builder import GraphBuilder
 
+    shape = tuple(shape if shape is not None else dims)
     g = GraphBuilder("relu")
-    y = g.node("relu", "Y", [g.tensor("X", shape, dtype)])
-    return g.output(y), "x".join(map(str, shape))
+    attrs = {} if threshold is None else {"threshold": threshold}
+    y = g.node("relu", "Y", [g.tensor("X", shape, dtype)], **attrs)
+    label = "x".join(map(str, shape)) + ("" if threshold is None else f"-thr{threshold:g}")
+    return g.output(y), label

@@ -5,6 +5,15 @@ Error-bound rules (README, "When is a result right"): an op's ``bound`` gives, e
 how far a correct target's result may be from the float64 reference, from the reference's
 arguments, their own bounds (``None``: exactly zero, as for graph inputs) and the unit
 roundoff ``u`` of the case's dtype (0 for exact inputs).
+
+IEEE rules (special values: NaN, +-Inf, -0.0, subnormals, large magnitudes): an op's
+``ieee`` gives the reference value with the NaN and +-Inf that IEEE 754 arithmetic fixes,
+its bound, and the elements whose value depends on choices the op leaves to the compiler
+(summation order, where an intermediate may overflow): those are only required written.
+``copies`` ops (data movement) are IEEE copy operations: bit for bit, NaN payloads and the
+sign of zero included. Other ops' NaN results may carry any payload, and their zero
+results either sign (an accumulator starting at +0, ``maximum(-0, +0)``: the graph does
+not fix it).
 """
 
 from __future__ import annotations
@@ -45,6 +54,8 @@ class Op(ABC):
     attrs: tuple[Attr, ...] = ()
     #: Introduces no rounding: its result is exact given exact arguments.
     exact: bool = True
+    #: Moves values without arithmetic (IEEE copy): results are compared bit for bit.
+    copies: bool = True
 
     def normalize(self, attrs: Mapping[str, Any] | None, shapes: Sequence[Shape]) -> Attrs:
         """The node's attributes checked and with defaults; refuses what is not declared."""
@@ -93,6 +104,29 @@ class Op(ABC):
             return None
         zeros = [np.zeros(a.shape) if e is None else e for a, e in zip(args, errs, strict=True)]
         return self.forward(zeros, self.error_attrs(attrs))
+
+    def ieee(self, args: Sequence[np.ndarray], errs: Sequence[Bound],
+             free: Sequence[np.ndarray | None], attrs: Attrs, u: float,
+             dtype: str) -> tuple[np.ndarray, Bound, np.ndarray | None]:
+        """Value, bound and free elements (None: none) on arguments that may hold special
+        values (``free``: the arguments' elements only required written). Default, for ops
+        that move or select values: numpy's float64 forward is the IEEE result."""
+        value = self.forward(args, attrs)
+        bound = self.bound(args, errs, attrs, u)
+        if bound is not None:
+            bound = np.where(np.isfinite(value), bound, 0.0)
+        return value, bound, self.spread(free, [a.shape for a in args], attrs)
+
+    def spread(self, masks: Sequence[np.ndarray | None], shapes: Sequence[Shape],
+               attrs: Attrs) -> np.ndarray | None:
+        """The result elements that depend on the True elements of the arguments' masks
+        (None: no element). Default: the op moves each element (1-Lipschitz, one
+        argument)."""
+        if all(m is None for m in masks):
+            return None
+        floats = [np.zeros(s) if m is None else m.astype(np.float64)
+                  for m, s in zip(masks, shapes, strict=True)]
+        return self.forward(floats, self.error_attrs(attrs)) > 0
 
     def error_attrs(self, attrs: Attrs) -> Attrs:
         """The attributes to move error bounds with (padding adds exact constants: 0)."""

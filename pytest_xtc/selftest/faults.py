@@ -172,6 +172,115 @@ class Hang(HostTarget):
             time.sleep(60)
 
 
+class WritesPastOutput(HostTarget):
+    """A real out-of-bounds write: the kernel is compiled for one more row of its first
+    input and of its output than the case has, and run on the case's buffers (it writes
+    one row past the end of the output; its results inside the output are right)."""
+
+    def compile(self, case: Case, workdir: Path) -> Artifact:
+        graph = copy.deepcopy(case.graph)
+        first = graph["inputs"][0]["expr"]["type"]["shape"]
+        first[0] += 1
+        return super().compile(replace(case, graph=graph), workdir)
+
+
+class CachesByShape(HostTarget):
+    """Right on the first call, then returns the first call's results for any input of
+    the same shapes (a result cache keyed by shape: state carried between calls)."""
+
+    def run(
+        self,
+        artifact: Artifact,
+        inputs: Sequence[np.ndarray],
+        outputs: Sequence[np.ndarray],
+        timing: Timing = ONCE,
+    ) -> RunResult:
+        kept: list[np.ndarray] | None = getattr(artifact, "kept", None)
+        if kept is not None:
+            for out, old in zip(outputs, kept, strict=True):
+                out[...] = old
+            return RunResult()
+        result = super().run(artifact, inputs, outputs, timing)
+        artifact.kept = [o.copy() for o in outputs]  # type: ignore[attr-defined]
+        return result
+
+
+class NanToZero(HostTarget):
+    """Results are right, except that every NaN comes out as 0 (a flush of NaN)."""
+
+    def run(
+        self,
+        artifact: Artifact,
+        inputs: Sequence[np.ndarray],
+        outputs: Sequence[np.ndarray],
+        timing: Timing = ONCE,
+    ) -> RunResult:
+        result = super().run(artifact, inputs, outputs, timing)
+        for out in outputs:
+            out[np.isnan(out)] = 0
+        return result
+
+
+class NegativeZeroLost(HostTarget):
+    """Data movement loses the sign of zero: -0.0 comes out as +0.0."""
+
+    def run(
+        self,
+        artifact: Artifact,
+        inputs: Sequence[np.ndarray],
+        outputs: Sequence[np.ndarray],
+        timing: Timing = ONCE,
+    ) -> RunResult:
+        result = super().run(artifact, inputs, outputs, timing)
+        for out in outputs:
+            out[out == 0] = 0.0
+        return result
+
+
+class Tf32Inputs(HostTarget):
+    """float32 contractions computed on inputs rounded to TF32 (10 explicit mantissa
+    bits, round to nearest even), as a tensor-core path would: within the rigorous bound
+    at K in the thousands, caught by the statistical precision check."""
+
+    def run(
+        self,
+        artifact: Artifact,
+        inputs: Sequence[np.ndarray],
+        outputs: Sequence[np.ndarray],
+        timing: Timing = ONCE,
+    ) -> RunResult:
+        rounded = [tf32(a) if a.dtype == np.float32 else a for a in inputs]
+        return super().run(artifact, rounded, outputs, timing)
+
+
+def tf32(array: np.ndarray) -> np.ndarray:
+    """``array`` (float32) rounded to nearest even at 10 explicit mantissa bits."""
+    bits = np.ascontiguousarray(array, np.float32).view(np.uint32).astype(np.uint64)
+    drop = 13  # 23 - 10 mantissa bits
+    half = (1 << (drop - 1)) - 1 + ((bits >> drop) & 1)
+    rounded = ((bits + half) >> drop) << drop
+    return rounded.astype(np.uint32).view(np.float32).reshape(array.shape)
+
+
+class WrongWhenBatched(HostTarget):
+    """A batch-indexing bug: with more than one image, every image gets the first one's
+    results (only batch 1 is right)."""
+
+    def run(
+        self,
+        artifact: Artifact,
+        inputs: Sequence[np.ndarray],
+        outputs: Sequence[np.ndarray],
+        timing: Timing = ONCE,
+    ) -> RunResult:
+        result = super().run(artifact, inputs, outputs, timing)
+        if inputs and inputs[0].ndim == 4 and inputs[0].shape[0] > 1:
+            for out in outputs:
+                if out.ndim == 4 and out.shape[0] == inputs[0].shape[0]:
+                    out[1:] = out[:1]
+        return result
+
+
 FAULTS: dict[str, type[HostTarget]] = {
     "last-row-wrong": LastRowWrong,
     "float16": Float16Arithmetic,
@@ -180,6 +289,12 @@ FAULTS: dict[str, type[HostTarget]] = {
     "transposed-operand": TransposedOperand,
     "relu-passes-negatives": ReluPassesNegatives,
     "conv-ignores-stride": ConvIgnoresStride,
+    "writes-past-output": WritesPastOutput,
+    "caches-by-shape": CachesByShape,
+    "nan-to-zero": NanToZero,
+    "negative-zero-lost": NegativeZeroLost,
+    "tf32-inputs": Tf32Inputs,
+    "wrong-when-batched": WrongWhenBatched,
     "crash": Crash,
     "hang": Hang,
 }

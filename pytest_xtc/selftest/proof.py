@@ -18,10 +18,12 @@ from pytest_xtc.selftest import faults
 from pytest_xtc.targets.host import HostTarget
 
 # A small, varied slice of the catalog: sizes that are and are not multiples of the tiles,
-# strided and padded conv2d, graphs, data movement, random and exact inputs.
+# strided and padded conv2d (batch 1 and 2), graphs, data movement, random, exact and
+# special inputs, a long reduction (the precision statistic).
 SHAPES = frozenset({
     "13x11x7", "64x64x64", "1x9x9x3-3x3x8-s2-p1", "5x7", "8x64x128x10",
     "5x7-pad0:1-2_1:0-3", "2x5x3x1-pad1", "8x10-pad0:1-2_1:0-3",
+    "2x8x8x3-3x3x4-s1-p0", "64x64x2304", "12x10x7", "6x5",
 })
 SCHEDULES = frozenset({"none", "tile", "vectorize"})
 SEEDS = (0, 1, 2)

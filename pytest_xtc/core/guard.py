@@ -1,0 +1,83 @@
+"""Guard bands: operands handed to a kernel inside larger buffers, so that writes out of
+bounds show. No pytest, no XTC.
+
+Each operand's data lies 256-byte aligned (XTC's own ``CNDArray`` alignment) inside a
+buffer whose bands before and after it hold the unwritten sentinel (``values.py``: a
+signalling NaN no arithmetic produces). After the run, any band element whose bits
+changed is a write out of bounds: "wrote 11 elements past the end of C". Only adapters
+whose runtime works in place on the given arrays (``TargetAdapter.guarded_buffers``)
+are guarded: a runtime that copies operands into buffers of its own would make the bands
+meaningless. Guards see writes, not reads; a write that jumps further than the band is
+not seen (the band is at least one row of the operand and 4 KiB).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from pytest_xtc.core import values
+
+ALIGN = 256  # XTC's CNDArray allocation alignment (its cndarray.c)
+MIN_BAND_BYTES = 4096
+
+
+@dataclass
+class Guarded:
+    """One operand inside a guarded buffer: ``view`` is what the kernel gets."""
+
+    name: str
+    buffer: np.ndarray  # the whole buffer, in the operand's dtype
+    lead: int  # elements before the view
+    view: np.ndarray
+
+    def violations(self) -> list[str]:
+        """What was written outside the view, one line per side."""
+        size = self.view.size
+        before = values.unwritten_mask(self.buffer[: self.lead])
+        after = values.unwritten_mask(self.buffer[self.lead + size :])
+        found = []
+        if not before.all():
+            changed = np.flatnonzero(~before)
+            first = self.lead - int(changed[0])
+            found.append(
+                f"wrote {changed.size} element(s) before the start of {self.name} "
+                f"(up to {first} before it)"
+            )
+        if not after.all():
+            changed = np.flatnonzero(~after)
+            found.append(
+                f"wrote {changed.size} element(s) past the end of {self.name} "
+                f"(up to {int(changed[-1]) + 1} past it)"
+            )
+        return found
+
+
+def band_elements(shape: Sequence[int], itemsize: int) -> int:
+    """Guard band length in elements: one row of the operand (its last dimension times
+    the one before) and at least 4 KiB, rounded up to keep the data aligned."""
+    row = int(np.prod(shape[-2:])) if len(shape) else 1
+    elements = max(row, -(-MIN_BAND_BYTES // itemsize))
+    per_align = ALIGN // itemsize
+    return -(-elements // per_align) * per_align
+
+
+def place(name: str, array: np.ndarray, band: int | None = None) -> Guarded:
+    """A guarded copy of ``array``: sentinel bands around an aligned view holding it."""
+    dtype = array.dtype
+    band = band_elements(array.shape, dtype.itemsize) if band is None else band
+    total = 2 * band + array.size
+    raw = np.empty(total * dtype.itemsize + ALIGN, np.uint8)
+    shift = (-raw.ctypes.data) % ALIGN
+    buffer = raw[shift : shift + total * dtype.itemsize].view(dtype)
+    values.fill_unwritten(buffer)
+    view = buffer[band : band + array.size].reshape(array.shape)
+    np.copyto(view, array)
+    return Guarded(name, buffer, band, view)
+
+
+def check(guarded: Sequence[Guarded]) -> list[str]:
+    """Every write out of bounds, over all operands."""
+    return [line for g in guarded for line in g.violations()]
