@@ -149,6 +149,9 @@ class TargetAdapter(ABC):
     options: Sequence[OptionSpec] = ()
     #: Whether the target has numbered devices, selected as ``NAME[ORDINAL]``.
     ordinals: bool = False
+    #: Whether the same inputs give the same output bits on one machine (a rerun audit
+    #: then compares output digests; else only statuses).
+    deterministic: bool = True
 
     def __init__(self, spec: TargetSpec) -> None:
         self.spec = spec

@@ -65,6 +65,7 @@ class Outcome:
     compile_s: float = 0.0
     run_s: float = 0.0
     times: list[float] = field(default_factory=list)
+    output_digest: str | None = None  # SHA-256 of the first call's outputs (reruns)
     perf: dict[str, Any] | None = None  # a passed case's performance record (perf.py)
     guarded: bool | None = None  # writes out of bounds checked by guard bands (None: not run)
     calls: int = 0  # kernel calls checked, each on fresh inputs

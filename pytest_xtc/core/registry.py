@@ -70,6 +70,7 @@ class Declarations:
     options: tuple[OptionSpec, ...]
     problems: Mapping[str, tuple[str, ...]]
     numbered: frozenset[str] = frozenset()  # targets whose devices take NAME[ORDINAL]
+    varying: frozenset[str] = frozenset()  # targets declaring deterministic = False
 
 
 def adapter_options() -> list[OptionSpec]:
@@ -83,11 +84,13 @@ def option_declarations() -> Declarations:
     (the adapter module is never imported here), checked; computed once."""
     found: dict[str, OptionSpec] = {}
     problems: dict[str, list[str]] = {}
-    numbered = set()
+    numbered, varying = set(), set()
     for name, ep in sorted(registered().items()):
-        declared, trouble, ordinals = _declared(ep)
-        if ordinals:
+        declared, trouble, flags = _declared(ep)
+        if flags.get("ordinals"):
             numbered.add(name)
+        if not flags.get("deterministic", True):
+            varying.add(name)
         problems[name] = trouble
         for option in declared:
             other = found.get(option.name)
@@ -98,23 +101,23 @@ def option_declarations() -> Declarations:
             elif not trouble:
                 found.setdefault(option.name, option)
     bad = {k: tuple(v) for k, v in problems.items() if v}
-    return Declarations(tuple(found.values()), bad, frozenset(numbered))
+    return Declarations(tuple(found.values()), bad, frozenset(numbered), frozenset(varying))
 
 
-def _declared(ep: EntryPoint) -> tuple[list[OptionSpec], list[str], bool]:
-    """The options an entry point's factory declares, the problems found, and whether
-    it takes ordinals."""
+def _declared(ep: EntryPoint) -> tuple[list[OptionSpec], list[str], dict[str, bool]]:
+    """The options an entry point's factory declares, the problems found, and its flags
+    (``ordinals``, ``deterministic``)."""
     try:
         if isolation.available():
-            raw, ordinals = isolation.call_isolated(
+            raw, flags = isolation.call_isolated(
                 partial(_read_options, ep), OPTIONS_LIMIT_S, "options"
             )
         else:
-            raw, ordinals = _read_options(ep)
+            raw, flags = _read_options(ep)
     except isolation.ChildFailure as exc:
-        return [], [f"reading its options {exc.cause}"], False
+        return [], [f"reading its options {exc.cause}"], {}
     except Exception as exc:
-        return [], [f"{exc}"], False
+        return [], [f"{exc}"], {}
     options, trouble = [], []
     for fields in raw:
         if isinstance(fields, str):
@@ -125,20 +128,23 @@ def _declared(ep: EntryPoint) -> tuple[list[OptionSpec], list[str], bool]:
             trouble.append(f"option name {option.name!r} is not lower-case words and dashes")
         else:
             options.append(option)
-    return options, trouble, ordinals
+    return options, trouble, flags
 
 
-def _read_options(ep: EntryPoint) -> tuple[list[dict[str, Any] | str], bool]:
+def _read_options(ep: EntryPoint) -> tuple[list[dict[str, Any] | str], dict[str, bool]]:
     """In the child: the factory's ``options`` as plain fields (or a problem, as text),
-    and its ``ordinals`` flag."""
+    and its ``ordinals`` and ``deterministic`` flags."""
     try:
         factory = ep.load()
     except BaseException as exc:  # SystemExit at import included
         raise RuntimeError(f"{type(exc).__name__}: {exc}") from None
     declared = getattr(factory, "options", ())
-    ordinals = getattr(factory, "ordinals", False) is True
+    flags = {
+        "ordinals": getattr(factory, "ordinals", False) is True,
+        "deterministic": getattr(factory, "deterministic", True) is not False,
+    }
     if isinstance(declared, (str, bytes)) or not isinstance(declared, Sequence):
-        return [f"options is a {type(declared).__name__}, not a sequence of OptionSpec"], False
+        return [f"options is a {type(declared).__name__}, not a sequence of OptionSpec"], flags
     result: list[dict[str, Any] | str] = []
     for option in declared:
         if not isinstance(option, OptionSpec):
@@ -155,7 +161,7 @@ def _read_options(ep: EntryPoint) -> tuple[list[dict[str, Any] | str], bool]:
                 "expected": str(option.expected),
             }
         )
-    return result, ordinals
+    return result, flags
 
 
 @dataclass(frozen=True)
@@ -198,7 +204,9 @@ def load(
         return BrokenAdapter(spec, "; ".join(problems))
     entry = registered()[selected.base]
     if isolate and isolation.available():
-        return IsolatedAdapter(spec, entry, limits or HostLimits())
+        proxy = IsolatedAdapter(spec, entry, limits or HostLimits())
+        proxy.deterministic = selected.base not in option_declarations().varying
+        return proxy
     try:
         factory = entry.load()
         adapter = factory(spec)

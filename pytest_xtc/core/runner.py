@@ -11,6 +11,7 @@ before any is made.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -165,6 +166,8 @@ def _check(
     in_names = [o.name for o in graphs.inputs(case.graph)]
     out_names = [o.name for o in graphs.outputs(case.graph)]
     outcome.guarded, outcome.calls = done.guarded, len(done.calls)
+    if done.calls:
+        outcome.output_digest = output_digest(out_names, list(done.calls[0].outputs))
     problems: list[str] = []
     found: list[precision.Terms] = []
     for n, (given, call) in enumerate(zip(pristine, done.calls, strict=True)):
@@ -203,6 +206,16 @@ def _check(
             f"wrong results (seed {seed}): " + "; ".join(problems),
         )
     return _end(outcome, Status.PASSED, Phase.CHECK, "")
+
+
+def output_digest(names: list[str], outputs: list[np.ndarray]) -> str:
+    """SHA-256 over each output's name, dtype, shape and bytes: what a rerun compares."""
+    digest = hashlib.sha256()
+    for name, array in zip(names, outputs, strict=True):
+        head = f"{name}\0{array.dtype}\0{array.shape!r}\0"
+        digest.update(head.encode())
+        digest.update(np.ascontiguousarray(array).tobytes())
+    return digest.hexdigest()
 
 
 def _end(outcome: Outcome, status: Status, phase: str, message: str) -> Outcome:

@@ -327,7 +327,7 @@ def run_in_place(
         func = getattr(lib.lib, module.payload_name)
         func.packed = False
         times, code, error = evaluate_performance(
-            func, (ins, list(outputs)), [], timing.repeat, timing.number,
+            func, (ins, list(outputs)), [], timing.repeat, timing.number,  # type: ignore[arg-type]
             timing.min_repeat_ms, HostRuntime.get(),
         )
     finally:

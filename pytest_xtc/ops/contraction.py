@@ -87,7 +87,7 @@ class Contraction(Op):
             info = np.finfo(dtype)
             eta = float(info.smallest_subnormal) / 2
             underflow = k * eta * (1 + gamma(k, u))
-            bound = underflow if bound is None else bound + underflow
+            bound = np.full(value.shape, underflow) if bound is None else bound + underflow
         ones_a, ones_b = np.ones(a.shape, bool), np.ones(b.shape, bool)
 
         def meet(x: np.ndarray, y: np.ndarray) -> np.ndarray:

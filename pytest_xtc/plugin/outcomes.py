@@ -114,12 +114,14 @@ _DEFAULTS: dict[str, object] = {
 
 
 def _expectation(
-    request: pytest.FixtureRequest, adapter: TargetAdapter, case_id: str
+    request: pytest.FixtureRequest, adapter: TargetAdapter, case: Case | str
 ) -> expectations.Expectation | None:
+    """The target's expected-failure entry covering ``case`` (by id pattern or by its
+    properties, on the installed XTC version)."""
     if request.config.getoption("xtc_ignore_expectations"):
         return None
     path = adapter.expectations_file()
-    return None if path is None else expectations.find(expectations.load(path), case_id)
+    return None if path is None else expectations.find(expectations.load(path), case)
 
 
 def conclude(
@@ -129,10 +131,11 @@ def conclude(
     expected failure or failure."""
     if isinstance(outcome, PendingCase):
         outcome = outcome.run()
-    case_id = outcome.case
+    params = getattr(getattr(request.node, "callspec", None), "params", {})
+    case: Case | str = params.get("xtc_case", outcome.case)
     expected = None
     if outcome.status in (Status.PASSED, Status.FAILED):
-        expected = _expectation(request, adapter, case_id)
+        expected = _expectation(request, adapter, case)
     if outcome.status is Status.PASSED:
         if expected is not None:
             pytest.fail(

@@ -19,7 +19,9 @@ import pytest
 
 from pytest_xtc.core import expectations
 from pytest_xtc.core.outcome import Phase, Status
+from pytest_xtc.core.selectors import Traits
 from pytest_xtc.plugin import state
+from pytest_xtc.report.checks import by_target
 from pytest_xtc.report.text import RATIO_HEADER, RATIO_NOTE, human_time, table_lines
 
 COLUMNS = (
@@ -48,6 +50,14 @@ class Result:
     phase: str
     message: str
     perf: dict[str, Any] | None
+    traits: dict[str, Any] | None = None  # the case's properties, for expectations
+    guarded: bool | None = None  # its operands were checked for writes out of bounds
+    precision: dict[str, Any] | None = None  # its rounding-error sums (core/precision.py)
+
+    @property
+    def selectable(self) -> Traits | str:
+        """What an expectation matches: the case's properties, else its id."""
+        return Traits.from_dict(self.traits) if self.traits else self.case
 
 
 class OutcomeCollector:
@@ -81,6 +91,9 @@ class OutcomeCollector:
                     value["phase"],
                     value["message"],
                     value.get("perf"),
+                    value.get("traits"),
+                    value.get("guarded"),
+                    value.get("precision"),
                 )
             )
 
@@ -113,6 +126,13 @@ class OutcomeCollector:
             for reason, n in reasons[target].most_common():
                 # one line each (not wrapped: a reason is searched for as a whole)
                 write(f"  {n} x {reason}", yellow=True)
+        checks = by_target(
+            {"target": r.target, "guarded": r.guarded, "precision": r.precision}
+            for r in self.results
+        )
+        for target in sorted(checks):
+            for line in checks[target].lines(target):
+                write(line)
         slowest = self.slowest()
         if slowest:
             write("")
@@ -156,15 +176,17 @@ class OutcomeCollector:
         if self.config.getoption("xtc_ignore_expectations"):
             return []
         ran: dict[str, list[str]] = defaultdict(list)
+        seen: dict[str, list[Traits | str]] = defaultdict(list)
         for r in self.results:
             ran[r.target].append(r.case)
+            seen[r.target].append(r.selectable)
         complete = self.complete_targets(ran)
         lines = []
         for target, path in self._expectation_files().items():
             if target not in complete:
                 continue  # a filtered run: an unused entry says nothing
             for entry in expectations.load(path):
-                if not any(entry.matches(case) for case in ran[target]):
+                if not any(entry.matches(case) for case in seen[target]):
                     lines.append(
                         f"  {path.name}:{entry.line}: {entry.pattern!r} matched no case "
                         f"of {target} in this run"
@@ -207,22 +229,22 @@ def write_updates(folder: Path, files: dict[str, Path], results: list[Result]) -
     for target, mine in sorted(by_target.items()):
         old = expectations.load(files[target]) if target in files else ()
         failed = [r for r in mine if r.status == Status.FAILED.value]
-        passed = [r.case for r in mine if r.status == Status.PASSED.value]
+        passed = [r.selectable for r in mine if r.status == Status.PASSED.value]
         kept = [
             e
             for e in old
-            if any(e.matches(r.case) for r in failed)
+            if any(e.matches(r.selectable) for r in failed)
             and not any(e.matches(case) for case in passed)
         ]
         new = [
-            expectations.Expectation(
+            expectations.entry(
                 r.case,
                 Phase(r.phase).stage,
                 r.message.splitlines()[0][:200],
                 "TODO: issue URL",
             )
             for r in failed
-            if not any(e.matches(r.case) for e in kept)
+            if not any(e.matches(r.selectable) for e in kept)
         ]
         name = files[target].name if target in files else f"{target}.expectations.yaml"
         path = folder / name
