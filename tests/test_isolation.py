@@ -346,7 +346,7 @@ def vendors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
         ("[OptionSpec('report', 'mine')]", "", "option --xtc-report clashes"),
         ("5", "", "options is a int, not a sequence of OptionSpec"),
         ("['fast']", "", "options holds a str, not an OptionSpec"),
-        ("()", "sys.exit(3)", "adapter failed to load: SystemExit: 3"),
+        ("()", "sys.exit(3)", "SystemExit: 3"),
         ("()", "time.sleep(60)", "reading its options timed out after 1 s"),
     ],
 )

@@ -20,6 +20,9 @@ from collections.abc import Sequence
 import numpy as np
 
 KINDS = ("random", "exact", "special")
+#: The specials every ``special`` input holds (where it has room): the first of
+#: :func:`specials`.
+ALWAYS = 4
 
 _UNWRITTEN = {
     "float16": (np.uint16, 0x7D5A),
@@ -69,12 +72,14 @@ def specials(dtype: np.dtype | str) -> np.ndarray:
 
 
 def special_array(shape: Sequence[int], dtype: str, rng: np.random.Generator) -> np.ndarray:
-    """Uniform values in [-1, 1) with special values at a few positions: every special once
-    where the array is large enough (about one element in eight), at least one."""
+    """Uniform values in [-1, 1) with special values at a few positions: about one element
+    in eight, at least the first ``ALWAYS`` specials (NaN, +Inf, -Inf, -0.0) wherever
+    the array has room for them, so that whether a case meets a NaN never depends on the
+    seed; the others in a seeded order."""
     array = rng.uniform(-1.0, 1.0, size=tuple(shape)).astype(dtype)
     pool = specials(dtype)
-    count = max(1, min(len(pool), array.size // 8))
+    count = min(array.size, len(pool), max(ALWAYS, array.size // 8))
     where = rng.choice(array.size, size=count, replace=False)
-    chosen = rng.permutation(len(pool))[:count]
-    array.flat[where] = pool[chosen]
+    order = np.concatenate([np.arange(ALWAYS), ALWAYS + rng.permutation(len(pool) - ALWAYS)])
+    array.flat[where] = pool[order[:count]]
     return array
