@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pytest_xtc.core.suite import cases_for
-from pytest_xtc.plugin import state
+from pytest_xtc.plugin import explore, state
 
 
 def add_suite_to_args(config: pytest.Config) -> None:
@@ -51,6 +51,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if session is None:
         return
     cases = [*builtin_cases(), *session.user_cases]
+    cases += explore.explored_cases(metafunc.config, cases)
     params = [
         pytest.param(adapter, case, id=f"{adapter.name}-{case.id}", marks=pytest.mark.xtc)
         for adapter in session.adapters

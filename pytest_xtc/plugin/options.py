@@ -12,6 +12,7 @@ from pytest_xtc.core import registry
 from pytest_xtc.core.adapter import ONCE, Timing
 from pytest_xtc.core.perf import DEFAULT_TIMING
 from pytest_xtc.core.runner import Settings
+from pytest_xtc.plugin import explore
 from pytest_xtc.plugin.benchmarking import benchmark_wanted
 
 ENV_TARGETS = "XTC_TEST_TARGETS"
@@ -161,6 +162,7 @@ def add(parser: pytest.Parser) -> None:
         help="run shard I of N (1-based, by a stable hash of each case); "
         "merge the shards' bundles with 'xtc-conformance merge'",
     )
+    explore.add_options(group)
     parser.addini("xtc_targets", "default XTC targets to certify", default=None)
 
 

@@ -14,7 +14,7 @@ from pytest_xtc.core.cases import Case
 from pytest_xtc.core.outcome import Outcome, Phase, Status
 from pytest_xtc.core.perf import DEFAULT_TIMING
 from pytest_xtc.core.runner import run_case
-from pytest_xtc.plugin import options, state
+from pytest_xtc.plugin import explore, options, state
 from pytest_xtc.plugin.benchmarking import benchmark_wanted, feed_benchmark
 
 
@@ -37,6 +37,7 @@ def rerun_command(config: pytest.Config, name: str, target: str) -> str:
     """One command line that runs this case alone, with the same inputs, from anywhere."""
     parts = ["pytest", f"--xtc-target={target}", f"--xtc-seed={config.getoption('xtc_seed')}"]
     parts += [f"--xtc-cases={p}" for p in config.getoption("xtc_cases")]
+    parts += explore.rerun_options(config)
     parts += [
         f"--xtc-{k}={v}" for k, v in options.adapter_settings(config).items() if v is not None
     ]

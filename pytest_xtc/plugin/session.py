@@ -10,6 +10,7 @@ from pytest_xtc.core.cases import CaseFileError, check_unique, load_case_paths
 from pytest_xtc.plugin import (
     benchmarking,
     collection,
+    explore,
     options,
     outcomes,
     reporting,
@@ -47,6 +48,7 @@ def configure(config: pytest.Config) -> None:
         config.pluginmanager.register(module, f"xtc-{module.__name__.rpartition('.')[2]}-hooks")
     config.pluginmanager.register(OutcomeCollector(config), "xtc-summary")
     sharding.configure(config)
+    explore.configure(config)
     reporting.configure(config)
     if explicit or user_cases:
         collection.add_suite_to_args(config)
