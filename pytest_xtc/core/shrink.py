@@ -306,7 +306,8 @@ def drop_step(steps: Sequence[tuple[str, tuple[Any, ...]]], index: int
 
 def factor_candidates(steps: Sequence[tuple[str, tuple[Any, ...]]]
                       ) -> Iterator[tuple[tuple[str, tuple[Any, ...]], ...]]:
-    """The steps with one tile, unroll or vector factor brought down to 1, 2 or its half."""
+    """The steps with one tile, unroll or vector factor brought down: to 1, 2, about its
+    half (both sides: a failure may need an odd factor), or by one."""
     for index, (primitive, args) in enumerate(steps):
         for position, arg in enumerate(args):
             if not isinstance(arg, Mapping) or primitive == "split":
@@ -314,7 +315,7 @@ def factor_candidates(steps: Sequence[tuple[str, tuple[Any, ...]]]
             for key, value in arg.items():
                 if isinstance(value, bool) or not isinstance(value, int):
                     continue
-                for smaller in dict.fromkeys((1, 2, value // 2)):
+                for smaller in dict.fromkeys((1, 2, value // 2, value // 2 + 1, value - 1)):
                     if 1 <= smaller < value:
                         new_arg = {**arg, key: smaller}
                         new_args = (*args[:position], new_arg, *args[position + 1:])
