@@ -14,6 +14,7 @@ import pytest
 
 from pytest_xtc.core import explore, shrink
 from pytest_xtc.core.cases import Case
+from pytest_xtc.core.settings import Settings
 from pytest_xtc.plugin import state
 
 SHRUNK_KEY = "xtc_shrunk"
@@ -106,6 +107,20 @@ def shrink_dir(config: pytest.Config) -> Path:
     return root / report / "shrunk" if report else root / DEFAULT_SHRINK_DIR
 
 
+def _settings(config: pytest.Config) -> Settings:
+    """The runner's settings a shrinking run needs: seed, isolation, time limits (the
+    kernels run once; no performance)."""
+    limits = {
+        phase: value
+        for phase in ("compile", "run")
+        if (value := config.getoption(f"xtc_{phase}_timeout", None)) is not None
+    }
+    return Settings(base_seed=config.getoption("xtc_seed"),
+                    isolate=not config.getoption("xtc_no_isolation"),
+                    repeat_check=config.getoption("xtc_repeat_check"),
+                    limits=limits, perf=False)
+
+
 class ExploreHooks:
     """Shrinks failures where they ran; tallies explored outcomes per strategy."""
 
@@ -130,14 +145,13 @@ class ExploreHooks:
             return
         if shrink.failure_kind(outcome) is None:
             return
-        from pytest_xtc.plugin import options
-
-        extra = [f"--xtc-{k}={v}" for k, v in options.adapter_settings(self.config).items()
-                 if v is not None]
+        session = state.get(self.config)
+        chosen = session.adapter_options if session is not None else {}
+        extra = [f"--xtc-{k}={v}" for k, v in chosen.items() if v is not None]
         budget = shrink.Budget(seconds=self.config.getoption("xtc_shrink_budget"))
         try:
             result = shrink.shrink(adapter, case, outcome, shrink_dir(self.config),
-                                   options.settings(self.config), budget, extra)
+                                   _settings(self.config), budget, extra)
             text = result.describe()
             report.user_properties.append((SHRUNK_KEY, result.to_dict()))
         except Exception as exc:  # shrinking never changes the verdict
