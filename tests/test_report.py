@@ -249,14 +249,14 @@ def test_report_of_a_filtered_run(pytester: pytest.Pytester, run: Any) -> None:
     report = json.loads((where / bundle.REPORT).read_text())
     assert report["schema"] == 1 and report["suite"]["version"] == SUITE_VERSION
     run_info = report["runs"][0]
-    assert run_info["filters"] == ["-k '" + FEW + "'", "collected 9 of 290 required cases"]
+    assert run_info["filters"] == ["-k '" + FEW + "'", "collected 9 of 418 required cases"]
     assert "--xtc-report=rep" in run_info["command"]["args"]
     host = report["targets"]["host"]
-    assert host["tier"] == "available" and host["case_set"]["count"] == 290
+    assert host["tier"] == "available" and host["case_set"]["count"] == 418
     assert host["versions"]["xtc-tools"] == "0.3.2"
     assert host["verdicts"]["core"]["verdict"] == NOT_CONFORMANT
     assert "a filtered run cannot be conformant" in host["verdicts"]["core"]["reasons"][0]
-    assert host["counts"]["passed"] == 9 and host["counts"]["missing"] == 281
+    assert host["counts"]["passed"] == 9 and host["counts"]["missing"] == 409
     assert "| host | available | host CPU | 9 | 0 |" in (where / bundle.SUMMARY).read_text()
     assert cli.main(["verify", str(where)]) == 0
 
