@@ -202,7 +202,7 @@ def test_smaller_shapes_stay_valid_for_the_graph() -> None:
 
 
 def test_exploration_catches_a_tiling_bug_and_shrinking_reduces_it(
-    run, vendor, tmp_path: Path  # type: ignore[no-untyped-def]
+    run, vendor, pytester: pytest.Pytester, tmp_path: Path  # type: ignore[no-untyped-def]
 ) -> None:
     vendor("xtc-odd-tile", {"odd-tile": "xtc_odd_tile:OddInnerTile"}, {"xtc_odd_tile": ODD_TILE})
     found = run("--xtc-target=odd-tile", "--xtc-explore=1", "--xtc-repeat=0",
@@ -216,7 +216,7 @@ def test_exploration_catches_a_tiling_bug_and_shrinking_reduces_it(
 
     out = tmp_path / "shrunk"
     shrunk = run("--xtc-target=odd-tile", "--xtc-explore=1", "--xtc-repeat=0", "--xtc-shrink",
-                 f"--xtc-shrink-dir={out}", "-k", failed[0])
+                 f"--xtc-shrink-dir={out}", "--xtc-report=bundle", "-k", failed[0])
     text = shrunk.stdout.str()
     shrunk.assert_outcomes(failed=1)
     (file,) = out.glob("*.yaml")
@@ -233,3 +233,12 @@ def test_exploration_catches_a_tiling_bug_and_shrinking_reduces_it(
                            cwd=tmp_path, timeout=300, check=False)
     assert again.returncode == 1, again.stdout[-3000:]
     assert "1 failed" in again.stdout and "[check] wrong results" in again.stdout
+
+    # The same from the bundle (what `xtc-conformance shrink BUNDLE` runs).
+    script = ("from pathlib import Path; from pytest_xtc.core.shrink import shrink_bundle\n"
+              "for r in shrink_bundle(Path('bundle'), Path('from-bundle')): print(r.describe())")
+    bundled = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                             cwd=pytester.path, timeout=300, check=False)
+    assert bundled.returncode == 0, bundled.stderr[-3000:]
+    assert re.search(r"shrunk from .* to inputs \S+, \S+ \(1 node\) with 1 step",
+                     bundled.stdout), bundled.stdout

@@ -504,7 +504,11 @@ def shrink_bundle(
         case = by_id.get(case_id)
         if case is None and explore.strategy_of(case_id):
             base_id, _, name = case_id.partition(f"-{explore.PREFIX}-")
-            base = by_id.get(f"{base_id}-none") or by_id.get(base_id)
+            base = by_id.get(f"{base_id}-none") or next(
+                (c for c in known if c.id.startswith(f"{base_id}-") and c.values == "random"
+                 and c.placement is None and c.id.count("-") == base_id.count("-") + 1),
+                None,
+            )
             if base is not None:
                 try:
                     case = explore.regenerate(base, f"{explore.PREFIX}-{name}", seed)
