@@ -111,8 +111,12 @@ def _check(path: Path, data: Mapping[str, Any]) -> None:
             )
         for name, steps in schedules.items():
             _name(name, "schedules", fail)
-            if steps is not None and not isinstance(steps, list):
-                raise fail(f"schedules.{name}", "expected a list of steps ({primitive: args})")
+            if steps is not None and not isinstance(steps, (list, dict)):
+                raise fail(
+                    f"schedules.{name}",
+                    "expected a list of steps ({primitive: args}) or a mapping "
+                    "(steps, descript, dims, sizes, sample, node, backend)",
+                )
     for key, allowed in (("dtypes", DTYPES), ("values", VALUE_KINDS)):
         if data.get(key) is not None:
             _choices(data[key], key, allowed, fail)

@@ -82,6 +82,8 @@ def run_case(
     if probe.tier is Tier.UNAVAILABLE:
         outcome.message = f"{adapter.name}: {probe.reason}"
         return outcome
+    if case.schedule.refused:  # XTC's own strategy could not make this schedule
+        return _end(outcome, Status.NOT_SUPPORTED, Phase.CAPABILITIES, case.schedule.refused)
     try:
         missing = adapter.capabilities().missing(case)
     except Exception as exc:

@@ -26,7 +26,7 @@ import numpy as np
 
 from pytest_xtc.core import graphs
 from pytest_xtc.core.adapter import ONCE, RunResult, Timing
-from pytest_xtc.core.cases import DEVICE, Case
+from pytest_xtc.core.cases import DEVICE, PRIMITIVE_PARAMS, Case, bind_step
 from pytest_xtc.core.placement import SOURCE_IR
 from pytest_xtc.core.versions import installed
 
@@ -141,13 +141,69 @@ def new_scheduler(backend: Any, case: Case) -> Any:
 
 
 def schedule(backend: Any, case: Case, extra: Sequence[tuple[str, tuple[Any, ...]]] = ()) -> Any:
-    """Apply the case's scheduler calls (then ``extra``, a target's own) and schedule."""
+    """Apply the case's schedule (its ``descript`` description, then its scheduler calls,
+    then ``extra``, a target's own) and schedule."""
     scheduler = new_scheduler(backend, case)
-    loops = set(scheduler.get_loop_nest().abstract_dims)
-    for primitive, args in (*case.schedule.steps, *extra):
-        _check_loops(primitive, args, loops)
-        getattr(scheduler, primitive)(*args)
+    apply_schedule(scheduler, case, extra)
     return scheduler.schedule()
+
+
+def apply_schedule(
+    scheduler: Any, case: Case, extra: Sequence[tuple[str, tuple[Any, ...]]] = ()
+) -> list[tuple[str, tuple[Any, ...]]]:
+    """Apply the case's schedule to ``scheduler``, every step's loops checked; the calls
+    made (a descript description's included), in order."""
+    loops = set(scheduler.get_loop_nest().abstract_dims)
+    made: list[tuple[str, tuple[Any, ...]]] = []
+    described = case.schedule.descript
+    if described is not None:
+        from xtc.schedules.descript import descript_scheduler
+
+        recorder = RecordingScheduler(scheduler)
+        dims = list(described.dims or scheduler.get_loop_nest().abstract_dims)
+        descript_scheduler(recorder, ".", dims, described.spec, dict(described.sizes), [],  # type: ignore[arg-type]
+                           dict(described.sample))
+        for primitive, args in recorder.calls:
+            loops = _check_loops(primitive, args, loops)
+        made += recorder.calls
+    for primitive, args in (*case.schedule.steps, *extra):
+        loops = _check_loops(primitive, args, loops)
+        getattr(scheduler, primitive)(*args)
+        made.append((primitive, tuple(args)))
+    return made
+
+
+class RecordingScheduler:
+    """An XTC scheduler that records every primitive called on it (``calls``: each as
+    ``(primitive, positional args)``, keywords bound, trailing defaults dropped), then
+    forwards it. XTC's search strategies and ``descript`` only call the scheduler's
+    methods, so they take it in place of the scheduler."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.calls: list[tuple[str, tuple[Any, ...]]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._inner, name)
+        if name not in PRIMITIVE_PARAMS:
+            return attr
+
+        def record(*args: Any, **kwargs: Any) -> Any:
+            self.calls.append((name, bind_step(name, _plain(args), _plain(kwargs))))
+            return attr(*args, **kwargs)
+
+        return record
+
+
+def _plain(value: Any) -> Any:
+    """A copy of a primitive's arguments as YAML-safe data: tuples as lists."""
+    if isinstance(value, tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
 
 
 # Scheduler primitives whose first argument names existing loops, and those that create
@@ -159,9 +215,12 @@ _USES_LOOPS = {"tile", "split", "strip_mine", "interchange", "vectorize", "paral
 _MAKES_LOOPS = {"tile", "split", "strip_mine"}
 
 
-def _check_loops(primitive: str, args: Sequence[Any], loops: set[str]) -> None:
+def _check_loops(primitive: str, args: Sequence[Any], loops: set[str]) -> set[str]:
+    """The loops after ``primitive(*args)``; ValueError when it names an unknown one."""
+    if primitive == "set_dims" and args:  # renames the node's dimensions
+        return set(args[0])
     if primitive not in _USES_LOOPS or not args:
-        return
+        return loops
     named = args[0]
     names = [named] if isinstance(named, str) else list(named)
     unknown = sorted(set(names) - loops)
@@ -171,7 +230,8 @@ def _check_loops(primitive: str, args: Sequence[Any], loops: set[str]) -> None:
             f"{', '.join(unknown)} (loops: {', '.join(sorted(loops))})"
         )
     if primitive in _MAKES_LOOPS and len(args) > 1 and isinstance(args[1], Mapping):
-        loops.update(args[1])
+        loops = loops | set(args[1])
+    return loops
 
 
 Steps = Sequence[tuple[str, tuple[Any, ...]]]
@@ -188,7 +248,7 @@ def scheduled(
     the graph and the backend giving them). The source IR is written to
     ``workdir/source.mlir``, where the placement check reads it."""
     graph = build_graph(case, device)
-    backend = import_mlir_backend().Backend(graph)
+    backend = import_mlir_backend().Backend(graph, **case.schedule.backend_options)
     extra = extra_steps(graph, backend) if callable(extra_steps) else extra_steps
     sched = schedule(backend, case, extra)
     workdir.mkdir(parents=True, exist_ok=True)

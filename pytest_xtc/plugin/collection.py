@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pytest_xtc.core.suite import cases_for
-from pytest_xtc.plugin import state
+from pytest_xtc.plugin import explore, state
 
 if TYPE_CHECKING:
     from pytest_xtc.core.adapter import TargetAdapter
@@ -148,6 +148,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if session is None:
         return
     cases = session.cases()
+    cases += explore.explored_cases(metafunc.config, cases)
     chosen = [
         (adapter, case)
         for adapter in session.adapters

@@ -35,6 +35,8 @@ HELP_ARGS = frozenset({"-h", "--help"})
 DEFAULT_MAX_CASE_BYTES = 1 << 30
 #: Seconds to probe an adapter (``core.remote.HostLimits.probe``; a test checks).
 DEFAULT_PROBE_TIMEOUT = 30.0
+#: Shrinking: where, and how long per case (``core.shrink.DEFAULT_SECONDS``; a test checks).
+DEFAULT_SHRINK_DIR, DEFAULT_SHRINK_SECONDS = "xtc-shrunk", 300.0
 
 
 def _at_least(minimum: int) -> Callable[[str], int]:
@@ -228,6 +230,37 @@ def add(parser: pytest.Parser) -> None:
         help="run shard I of N (1-based, by a stable hash of each case); "
         "merge the shards' bundles with 'xtc-conformance merge'",
     )
+    group.addoption(
+        "--xtc-explore",
+        type=_at_least(1),
+        default=None,
+        metavar="N",
+        help="also check N schedules drawn by each of XTC's search strategies that applies, "
+        "on every graph, shape and dtype (from --xtc-seed; test ids name the strategy "
+        "and the sample: ...-explore-<strategy>-<i>of<N>)",
+    )
+    group.addoption(
+        "--xtc-shrink",
+        action="store_true",
+        default=False,
+        help="shrink each failing case to the smallest one that fails the same way, "
+        "written as a case file with its rerun command",
+    )
+    group.addoption(
+        "--xtc-shrink-dir",
+        type=_not_empty,
+        default=None,
+        metavar="DIR",
+        help="where --xtc-shrink writes its case files (default: DIR/shrunk of --xtc-report, "
+        f"else ./{DEFAULT_SHRINK_DIR})",
+    )
+    group.addoption(
+        "--xtc-shrink-budget",
+        type=_seconds,
+        default=DEFAULT_SHRINK_SECONDS,
+        metavar="SECONDS",
+        help=f"time one case's shrinking may take (default {DEFAULT_SHRINK_SECONDS:g})",
+    )
     parser.addini(INI_TARGETS, "default XTC targets to certify", default=None)
 
 
@@ -350,4 +383,5 @@ VERDICT_OPTIONS = (
     ("xtc_number", "--xtc-number"),
     ("xtc_min_repeat_ms", "--xtc-min-repeat-ms"),
     ("xtc_only_cases", "--xtc-only-cases"),
+    ("xtc_explore", "--xtc-explore"),
 )

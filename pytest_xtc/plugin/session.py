@@ -14,6 +14,7 @@ from pytest_xtc.core.remote import HostLimits
 from pytest_xtc.plugin import (
     benchmarking,
     collection,
+    explore,
     options,
     outcomes,
     reporting,
@@ -66,6 +67,7 @@ def configure(config: pytest.Config) -> None:
         config.pluginmanager.register(module, f"xtc-{module.__name__.rpartition('.')[2]}-hooks")
     config.pluginmanager.register(OutcomeCollector(config), "xtc-summary")
     sharding.configure(config)
+    explore.configure(config)
     reporting.configure(config)
     if explicit or user_cases or config.getoption("xtc_case"):
         collection.add_suite_to_args(config)

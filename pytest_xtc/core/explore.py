@@ -1,0 +1,317 @@
+"""Schedule-space exploration: the schedules XTC's own search strategies pick. No pytest.
+
+For each base case (a graph, shape and dtype with its plain schedule), every search
+strategy XTC registers (``xtc.search.strategies.Strategies``) that applies to the graph
+draws a pool of ``pool`` samples, ``strategy.sample(pool, seed)``, its seed derived from
+the base seed, the case key and the strategy by a stable hash. Each sample becomes a case
+whose :class:`~pytest_xtc.core.cases.Schedule` is the list of scheduler calls the strategy
+made for it (recorded through :class:`~pytest_xtc.core.xtc_env.RecordingScheduler`), named
+``explore-<strategy>-<index>of<pool>``: the runner, isolation, expectations and reports
+take it as any case, and the name alone (with the base seed) regenerates it
+(:func:`regenerate`).
+
+A strategy that does not apply to a graph (its constructor or its sampler asserts) makes
+no case; it is counted as *not applicable*. A sample whose ``generate`` raises is a case
+whose schedule is ``refused``: the runner reports it as not supported, with a message
+starting :data:`REFUSED`, apart from the target's failures.
+
+XTC's sampler is not prefix-stable (``sample(2, s)`` is not the start of ``sample(8, s)``),
+hence the pool size in every name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import tempfile
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from pytest_xtc.core.cases import Case, Schedule
+from pytest_xtc.core.versions import installed
+
+PREFIX = "explore"
+#: The message of a refused sample starts with this.
+REFUSED = "XTC refused this sample: "
+#: The scheme of XTC's generic ``prt`` strategy (the others fix their own): all axes,
+#: then a tile of all axes.
+PRT_SCHEME = "TT"
+NOT_APPLICABLE = "not applicable"
+TALLY_COLUMNS = ("passed", "failed", "expected failure", "XTC refused", "not-supported",
+                 "skipped", NOT_APPLICABLE)
+_NAME = re.compile(rf"^{PREFIX}-(?P<strategy>[A-Za-z0-9_]+)-(?P<index>\d+)of(?P<pool>\d+)$")
+_IN_ID = re.compile(rf"-{PREFIX}-(?P<strategy>[A-Za-z0-9_]+)-\d+of\d+(?:-|$)")
+CACHE_ENV = "XTC_EXPLORE_CACHE"
+
+
+@dataclass(frozen=True)
+class Draw:
+    """One explored schedule: sample ``index`` of ``strategy.sample(pool, seed)``."""
+
+    strategy: str
+    index: int
+    pool: int
+
+    @property
+    def name(self) -> str:
+        return f"{PREFIX}-{self.strategy}-{self.index}of{self.pool}"
+
+    @classmethod
+    def parse(cls, name: str) -> Draw | None:
+        """The draw a schedule name stands for; None for a name that is not one."""
+        match = _NAME.match(name)
+        if match is None:
+            return None
+        return cls(match["strategy"], int(match["index"]), int(match["pool"]))
+
+
+def strategy_of(case_id: str) -> str | None:
+    """The strategy of an explored case's id (a test id with its target works too)."""
+    match = _IN_ID.search(case_id)
+    return match["strategy"] if match else None
+
+
+def strategy_seed(base_seed: int, case_key: str, strategy: str) -> int:
+    """The seed of a strategy's pool on one case: the same in every process and run."""
+    digest = hashlib.sha256(f"{PREFIX}:{base_seed}:{case_key}:{strategy}".encode()).digest()
+    return int.from_bytes(digest[:4], "little") >> 1
+
+
+def strategy_names() -> list[str]:
+    """The search strategies XTC registers (aliases left out), in its order."""
+    from pytest_xtc.core import xtc_env
+
+    xtc_env.import_mlir_backend()
+    from xtc.search.strategies import Strategies
+
+    return list(Strategies.names())
+
+
+def make_strategy(name: str, graph: Any) -> Any:
+    """XTC's strategy ``name`` on ``graph`` (``prt`` with :data:`PRT_SCHEME`)."""
+    from xtc.search.strategies import Strategies
+
+    if name == "prt":
+        return Strategies.create(name, graph, scheme=PRT_SCHEME)
+    return Strategies.create(name, graph)
+
+
+def bases(cases: Iterable[Case]) -> list[Case]:
+    """The cases exploration starts from: one per graph, shape and dtype with random
+    values (its unscheduled case where there is one), its schedule made plain."""
+    chosen: dict[tuple[str, str, str, str], Case] = {}
+    for case in cases:
+        if case.values != "random" or case.placement is not None:
+            continue
+        key = (case.source, case.op, case.dtype, case.shape)
+        plain = not case.schedule.steps and case.schedule.descript is None
+        if key not in chosen or (plain and chosen[key].schedule.steps):
+            chosen[key] = case
+    return [replace(c, schedule=Schedule(), tags=c.tags | {PREFIX}) for c in chosen.values()]
+
+
+@dataclass
+class Plan:
+    """The explored cases, and per strategy the base cases it does not apply to."""
+
+    cases: list[Case] = field(default_factory=list)
+    not_applicable: dict[str, list[str]] = field(default_factory=dict)
+    #: Base cases with an op XTC's MLIR backend does not lower: nothing to schedule.
+    unscheduled: list[str] = field(default_factory=list)
+
+    def counts(self, seen: Iterable[str] | None = None) -> dict[str, int]:
+        """Per strategy, the base cases it does not apply to; with ``seen`` (case ids,
+        e.g. the explored ones that ran), only the bases among them."""
+        if seen is None:
+            return {name: len(keys) for name, keys in self.not_applicable.items()}
+        prefixes = {i.partition(f"-{PREFIX}-")[0] for i in seen}
+        return {name: sum(k.rpartition("-")[0] in prefixes for k in keys)
+                for name, keys in self.not_applicable.items()}
+
+
+def _record(strategy: Any, graph: Any, sample: Sequence[int]) -> tuple[list[Any], str]:
+    """The scheduler calls ``strategy`` makes for ``sample``, or why XTC refused it."""
+    from pytest_xtc.core import xtc_env
+    from pytest_xtc.core.work import describe_failure
+
+    recorder = xtc_env.RecordingScheduler(
+        xtc_env.import_mlir_backend().Backend(graph).get_scheduler()
+    )
+    try:
+        strategy.generate(recorder, list(sample))
+    except Exception as exc:
+        return [], REFUSED + describe_failure(exc)
+    return [[p, list(a)] for p, a in recorder.calls], ""
+
+
+def _draws(base: Case, name: str, pool: int, base_seed: int, graph: Any) -> dict[str, Any]:
+    """One strategy on one base case: ``{"na": reason}`` or ``{"samples": [...]}``."""
+    try:
+        strategy = make_strategy(name, graph)
+        samples = list(strategy.sample(pool, strategy_seed(base_seed, base.key, name)))
+    except Exception as exc:  # XTC asserts where a strategy does not fit the graph
+        return {"na": f"{type(exc).__name__}: {exc}".strip()}
+    if not samples:
+        return {"na": "the strategy has no sample for this graph"}
+    drawn = []
+    for sample in samples:
+        steps, refused = _record(strategy, graph, sample)
+        drawn.append({"sample": [int(x) for x in sample], "steps": steps, "refused": refused})
+    return {"samples": drawn}
+
+
+def _case(base: Case, draw: Draw, entry: Mapping[str, Any]) -> Case:
+    steps = tuple((str(p), tuple(a)) for p, a in entry["steps"])
+    schedule = Schedule(draw.name, steps, refused=entry["refused"])
+    return replace(base, schedule=schedule, tags=base.tags | {PREFIX, f"strategy={draw.strategy}"})
+
+
+def _cache_file(bases_: Sequence[Case], pool: int, base_seed: int, names: Sequence[str]) -> Path:
+    text = json.dumps(
+        [installed("xtc-tools"), pool, base_seed, list(names),
+         [[c.key, c.source, c.graph] for c in bases_]],
+        sort_keys=True, default=str,
+    )
+    digest = hashlib.sha256(text.encode()).hexdigest()[:24]
+    folder = Path(os.environ.get(CACHE_ENV) or Path(tempfile.gettempdir()) / "pytest-xtc-explore")
+    return folder / f"plan-{digest}.json"
+
+
+def draw_all(
+    bases_: Sequence[Case], pool: int, base_seed: int, names: Sequence[str] | None = None,
+    cache: bool = True,
+) -> dict[str, dict[str, Any]]:
+    """Every strategy's pool on every base case, as data (base key -> strategy -> entry).
+    Kept in a file of the temporary directory keyed by everything it depends on (XTC's
+    version included), so that xdist workers and the controller draw once."""
+    from pytest_xtc.core import xtc_env
+
+    names = list(names) if names is not None else strategy_names()
+    path = _cache_file(bases_, pool, base_seed, names) if cache else None
+    if path is not None:
+        from filelock import FileLock
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(path) + ".lock"):
+            if path.is_file():
+                try:
+                    return dict(json.loads(path.read_text()))
+                except ValueError:
+                    pass
+            drawn = _draw_all(bases_, pool, base_seed, names, xtc_env)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(drawn))
+            tmp.replace(path)
+            return drawn
+    return _draw_all(bases_, pool, base_seed, names, xtc_env)
+
+
+def _draw_all(bases_: Sequence[Case], pool: int, base_seed: int, names: Sequence[str],
+              xtc_env: Any) -> dict[str, dict[str, Any]]:
+    drawn: dict[str, dict[str, Any]] = {}
+    lowered = xtc_env.mlir_ops()
+    for base in bases_:
+        if not set(base.ops) <= lowered:  # XTC's backend cannot schedule this graph at all
+            drawn[base.id] = {}
+            continue
+        graph = xtc_env.build_graph(base)
+        drawn[base.id] = {name: _draws(base, name, pool, base_seed, graph) for name in names}
+    return drawn
+
+
+def plan(
+    cases: Iterable[Case], pool: int, base_seed: int, names: Sequence[str] | None = None,
+    cache: bool = True,
+) -> Plan:
+    """The explored cases of ``cases`` (see :func:`bases`): ``pool`` samples from every
+    strategy that applies, in a stable order."""
+    if pool < 1:
+        raise ValueError(f"the pool of samples must be at least 1, not {pool}")
+    chosen = bases(cases)
+    drawn = draw_all(chosen, pool, base_seed, names, cache)
+    result = Plan()
+    for base in chosen:
+        if not drawn[base.id]:
+            result.unscheduled.append(base.id)
+        for name, entry in drawn[base.id].items():
+            if "na" in entry:
+                result.not_applicable.setdefault(name, []).append(base.id)
+                continue
+            for index, sample in enumerate(entry["samples"]):
+                result.cases.append(_case(base, Draw(name, index, pool), sample))
+    return result
+
+
+def regenerate(base: Case, name: str, base_seed: int) -> Case:
+    """The explored case a schedule name stands for, from ``base`` (its graph, shape and
+    dtype) and the base seed alone. ValueError for a name that is not a draw, a strategy
+    that does not apply, or an index past the pool."""
+    from pytest_xtc.core import xtc_env
+
+    draw = Draw.parse(name)
+    if draw is None:
+        raise ValueError(f"{name!r} is not an explored schedule ({PREFIX}-<strategy>-<i>of<n>)")
+    (plain,) = bases([base])
+    entry = _draws(plain, draw.strategy, draw.pool, base_seed, xtc_env.build_graph(plain))
+    if "na" in entry:
+        raise ValueError(f"strategy {draw.strategy} does not apply to {base.key}: {entry['na']}")
+    if draw.index >= len(entry["samples"]):
+        raise ValueError(f"{name}: the pool has {len(entry['samples'])} samples")
+    return _case(plain, draw, entry["samples"][draw.index])
+
+
+def column(status: str, message: str, pytest_column: str | None = None) -> str:
+    """The tally column of one explored case's outcome."""
+    if status == "not-supported" and message.startswith(REFUSED):
+        return "XTC refused"
+    if pytest_column is not None and pytest_column in TALLY_COLUMNS:
+        return pytest_column
+    if pytest_column == "infrastructure error" or status == "error":
+        return "failed"
+    return status if status in TALLY_COLUMNS else "failed"
+
+
+def tally(
+    rows: Iterable[tuple[str, str, str] | tuple[str, str, str, str]],
+    not_applicable: Mapping[str, int] | None = None,
+) -> dict[str, Counter[str]]:
+    """Per strategy, how many explored schedules landed in each of :data:`TALLY_COLUMNS`.
+    ``rows``: (case id, status, message[, the pytest column the summary shows]) of every
+    outcome; cases that were not explored are left out. ``not_applicable``: per strategy,
+    the base cases it does not apply to (:meth:`Plan.counts`)."""
+    table: dict[str, Counter[str]] = {}
+    for row in rows:
+        strategy = strategy_of(row[0])
+        if strategy is None:
+            continue
+        shown = row[3] if len(row) > 3 else None  # type: ignore[misc]
+        table.setdefault(strategy, Counter())[column(row[1], row[2], shown)] += 1
+    for strategy, count in (not_applicable or {}).items():
+        if count:
+            table.setdefault(strategy, Counter())[NOT_APPLICABLE] += count
+    return dict(sorted(table.items()))
+
+
+def tally_outcomes(outcomes: Iterable[Any], not_applicable: Mapping[str, int] | None = None
+                   ) -> dict[str, Counter[str]]:
+    """:func:`tally` over :class:`~pytest_xtc.core.outcome.Outcome` records (or their dicts)."""
+    rows = []
+    for o in outcomes:
+        get = o.get if isinstance(o, Mapping) else lambda k, o=o: getattr(o, k)
+        rows.append((str(get("case")), str(get("status")), str(get("message"))))
+    return tally(rows, not_applicable)
+
+
+def format_tally(table: Mapping[str, Counter[str]]) -> list[str]:
+    """One line per strategy: ``tile_oo: 12 passed, 1 failed, 2 XTC refused, 3 not
+    applicable`` (columns with no case left out)."""
+    lines = []
+    for strategy, counts in table.items():
+        parts = [f"{counts[c]} {c}" for c in TALLY_COLUMNS if counts.get(c)]
+        lines.append(f"{strategy}: {', '.join(parts) or 'nothing'}")
+    return lines
