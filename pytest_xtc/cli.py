@@ -209,7 +209,28 @@ def build_parser() -> argparse.ArgumentParser:
     merge = sub.add_parser("merge", help="merge bundles of shards or machines into one")
     merge.add_argument("out", type=Path, metavar="OUT")
     merge.add_argument("bundles", type=Path, nargs="+", metavar="DIR")
+
+    shrink = sub.add_parser("shrink", help="reduce every failed case of a bundle to the "
+                            "smallest case that fails the same way, as case files")
+    shrink.add_argument("bundle", type=Path, metavar="DIR")
+    shrink.add_argument("-o", "--out", type=Path, default=None, metavar="OUT",
+                        help="where the case files go (default: DIR/shrunk)")
     return parser
+
+
+def cmd_shrink(args: argparse.Namespace) -> int:
+    """Shrink the bundle's failures; exit 1 when any could not be shrunk or reproduced."""
+    from pytest_xtc.core import shrink
+
+    if not (args.bundle / bundle.REPORT).is_file():
+        raise CliError(f"shrink: {args.bundle}: no {bundle.REPORT}; give a bundle directory", 2)
+    out = args.out or args.bundle / "shrunk"
+    results = shrink.shrink_bundle(args.bundle, out)
+    for result in results:
+        print(result.describe())
+    if not results:
+        print(f"{args.bundle}: no failed case to shrink")
+    return 0 if all(r.reproduced for r in results) else 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -231,6 +252,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from pytest_xtc.selftest import proof as selftest
 
             return 0 if selftest.run() else 1
+        if args.command == "shrink":
+            return cmd_shrink(args)
         return cmd_merge(args)
     except CliError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)

@@ -234,11 +234,10 @@ def test_exploration_catches_a_tiling_bug_and_shrinking_reduces_it(
     assert again.returncode == 1, again.stdout[-3000:]
     assert "1 failed" in again.stdout and "[check] wrong results" in again.stdout
 
-    # The same from the bundle (what `xtc-conformance shrink BUNDLE` runs).
-    script = ("from pathlib import Path; from pytest_xtc.core.shrink import shrink_bundle\n"
-              "for r in shrink_bundle(Path('bundle'), Path('from-bundle')): print(r.describe())")
-    bundled = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                             cwd=pytester.path, timeout=300, check=False)
+    # The same from the bundle: xtc-conformance shrink BUNDLE.
+    bundled = subprocess.run(
+        [sys.executable, "-m", "pytest_xtc.cli", "shrink", "bundle", "-o", "from-bundle"],
+        capture_output=True, text=True, cwd=pytester.path, timeout=300, check=False)
     assert bundled.returncode == 0, bundled.stderr[-3000:]
     assert re.search(r"shrunk from .* to inputs \S+, \S+ \(1 node\) with 1 step",
                      bundled.stdout), bundled.stdout

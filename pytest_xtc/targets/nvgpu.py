@@ -322,8 +322,7 @@ def gpu_steps(graph: Any, backend: Any, case: Case) -> list[tuple[str, tuple[Any
     XTC maps parallelized loops to the GPU; a one-iteration loop is folded away.
     """
     scheduler = xtc_env.new_scheduler(backend, case)
-    for primitive, args in case.schedule.steps:
-        getattr(scheduler, primitive)(*args)
+    xtc_env.apply_schedule(scheduler, case)
     nest = scheduler.get_loop_nest().root_node
     sizes: dict[str, int] = dict(backend.nodes[nest.root].dims)
     parallel = _parallel_dims(graph, nest.root, list(sizes))
