@@ -223,11 +223,6 @@ def test_compile_failures_carry_the_compilers_diagnostic(tmp_path: Path) -> None
     assert "'linalg.yield' op type of yield operand 1 ('f32') doesn't match" in outcome.message
 
 
-@pytest.mark.xfail(
-    reason="plugin/outcomes.py must call expectations.find(entries, case): wired by the plugin's "
-    "owner; then remove this mark",
-    strict=False,
-)
 def test_a_float64_conv2d_user_case_named_anything_is_an_expected_failure(
     pytester: pytest.Pytester, run
 ) -> None:
