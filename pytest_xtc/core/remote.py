@@ -11,6 +11,8 @@ gives an *unavailable* target whose reason names the cause.
 
 from __future__ import annotations
 
+import contextlib
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint
@@ -68,7 +70,10 @@ class IsolatedAdapter(TargetAdapter):
         self.limits = limits
         self.broken: str | None = None  # why the adapter could not be loaded
         self._cache: dict[tuple[str, tuple[Any, ...]], Any] = {}
-        state: dict[str, Any] = {}
+        # prepare()'s scratch directory: made and removed (at exit) by this process, so
+        # that the host, which ends by os._exit, leaves nothing behind.
+        self._scratch = tempfile.TemporaryDirectory(prefix=f"pytest-xtc-prepare-{spec.name}-")
+        state: dict[str, Any] = {"scratch": Path(self._scratch.name)}
         self._host = isolation.Worker(_host_handler(entry, spec, state))
 
     def _ask(self, method: str, *args: Any, limit: float) -> Any:
@@ -182,7 +187,7 @@ def _host_handler(
     def handle(request: Any, report: isolation.Report) -> Any:
         adapter = state.get("adapter")
         if adapter is None:
-            adapter = state["adapter"] = _build(entry, spec)
+            adapter = state["adapter"] = _build(entry, spec, state["scratch"])
             state["inner"] = isolation.Worker(_inner_handler(adapter), worker_memory_limit(adapter))
         kind = request[0]
         if kind == "call":
@@ -202,7 +207,7 @@ def _inner_handler(adapter: TargetAdapter) -> isolation.Handler:
     return lambda request, report: target_work(adapter, request, report, in_worker=True)
 
 
-def _build(entry: EntryPoint, spec: TargetSpec) -> TargetAdapter:
+def _build(entry: EntryPoint, spec: TargetSpec, scratch: Path) -> TargetAdapter:
     """Load the entry point, call its factory, prepare the adapter (failures ignored)."""
     try:
         factory = entry.load()
@@ -211,12 +216,8 @@ def _build(entry: EntryPoint, spec: TargetSpec) -> TargetAdapter:
         raise _LoadError(_describe(exc)) from None
     if not isinstance(adapter, TargetAdapter):
         raise _LoadError(f"entry point gave {type(adapter).__name__}, not an adapter")
-    try:
-        import tempfile
-
-        adapter.prepare(Path(tempfile.mkdtemp(prefix=f"prepare-{spec.name}-")))
-    except Exception:
-        pass
+    with contextlib.suppress(Exception):
+        adapter.prepare(scratch)
     return adapter
 
 
