@@ -289,7 +289,7 @@ def test_perf_chart_is_log_scale_split_by_dtype_and_size(monkeypatch) -> None:
 
 def test_option_defaults_agree_with_the_core() -> None:
     """options.py keeps its own copies (it imports nothing of the core): they must agree."""
-    from pytest_xtc.core import limits, registry
+    from pytest_xtc.core import limits, registry, shrink
     from pytest_xtc.core.perf import DEFAULT_TIMING
     from pytest_xtc.core.remote import HostLimits
     from pytest_xtc.plugin import options

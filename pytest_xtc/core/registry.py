@@ -56,6 +56,10 @@ RESERVED_OPTIONS = frozenset(
         "shard",
         "max-case-bytes",
         "probe-timeout",
+        "explore",
+        "shrink",
+        "shrink-dir",
+        "shrink-budget",
     }
 )
 OPTIONS_LIMIT_S = 5.0  # to import an adapter module and read its options

@@ -87,7 +87,7 @@ class ExploreHooks:
             return
         funcargs = getattr(item, "funcargs", {})
         adapter, case = funcargs.get("xtc_adapter"), funcargs.get("xtc_case")
-        outcome = funcargs.get("xtc_outcome")
+        outcome = getattr(funcargs.get("xtc_outcome"), "outcome", None)  # a run PendingCase
         if adapter is None or case is None or outcome is None:
             return
         if shrink.failure_kind(outcome) is None:

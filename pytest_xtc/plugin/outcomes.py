@@ -34,11 +34,13 @@ class PendingCase:
     adapter: TargetAdapter
     case: Case
     workdir: Path
+    outcome: Outcome | None = None  # once run
 
     def run(self) -> Outcome:
         """Compile and run the case; record its outcome for reports and JUnit XML."""
         config = self.request.config
         outcome = run_case(self.adapter, self.case, self.workdir, options.settings(config))
+        self.outcome = outcome
         node = self.request.node
         node.user_properties.append((state.OUTCOME_KEY, outcome.to_dict()))
         values = outcome.to_dict()

@@ -187,7 +187,13 @@ class NvgpuTarget(TargetAdapter):
         return self._device
 
     def capabilities(self) -> Capabilities:
-        return Capabilities(ops=xtc_env.mlir_ops(), placements=frozenset({HOST, DEVICE}))
+        # split: gpu_steps maps the outermost parallel loop of more than one iteration to
+        # the GPU and does not follow split segments (it would find none): not supported.
+        return Capabilities(
+            ops=xtc_env.mlir_ops(),
+            placements=frozenset({HOST, DEVICE}),
+            schedules=xtc_env.scheduler_primitives() - {"split"},
+        )
 
     def lock_key(self) -> str | None:
         return f"nvgpu:{self.ordinal()}"
