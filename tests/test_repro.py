@@ -300,6 +300,7 @@ def test_option_defaults_agree_with_the_core() -> None:
     assert DEFAULT_TIMING.min_repeat_ms == options.DEFAULT_MIN_REPEAT_MS
     assert options.DEFAULT_MAX_CASE_BYTES == limits.DEFAULT_MAX_CASE_BYTES
     assert HostLimits.probe == options.DEFAULT_PROBE_TIMEOUT
+    assert shrink.DEFAULT_SECONDS == options.DEFAULT_SHRINK_SECONDS
 
     class Group:
         def __init__(self) -> None:
