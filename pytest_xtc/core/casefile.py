@@ -14,6 +14,8 @@ from typing import Any
 
 import yaml
 
+from pytest_xtc.core.textfile import UnreadableFile, one_line, read_text
+
 MAX_FILE_BYTES = 4 << 20  # a case file is a graph, not data
 MAX_RANK = 8
 MAX_NAME = 100
@@ -43,7 +45,7 @@ def read(path: Path) -> dict[str, Any]:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise CaseFileError(f"{path}: cannot read case file: {_one_line(exc)}") from None
+        raise CaseFileError(f"{path}: cannot read case file: {one_line(exc)}") from None
     if not isinstance(data, dict) or not set(GRAPH_KEYS) <= set(data):
         raise CaseFileError(f"{path}: not an XTC graph YAML (needs inputs, nodes, outputs)")
     _check(path, data)
@@ -52,19 +54,9 @@ def read(path: Path) -> dict[str, Any]:
 
 def _text(path: Path) -> str:
     try:
-        with path.open("rb") as file:
-            raw = file.read(MAX_FILE_BYTES + 1)
-    except OSError as exc:
-        raise CaseFileError(f"{path}: cannot read case file: {exc.strerror or exc}") from None
-    if len(raw) > MAX_FILE_BYTES:
-        raise CaseFileError(f"{path}: larger than {MAX_FILE_BYTES >> 20} MiB; not a case file")
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise CaseFileError(
-            f"{path}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}); "
-            "save the file as UTF-8"
-        ) from None
+        return read_text(path, MAX_FILE_BYTES)
+    except UnreadableFile as exc:
+        raise CaseFileError(f"{path}: not a case file: {exc}") from None
 
 
 def _refuse_aliases(path: Path, text: str) -> None:
@@ -79,11 +71,7 @@ def _refuse_aliases(path: Path, text: str) -> None:
                     "allowed in case files; write the values out"
                 )
     except yaml.YAMLError as exc:
-        raise CaseFileError(f"{path}: cannot read case file: {_one_line(exc)}") from None
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())
+        raise CaseFileError(f"{path}: cannot read case file: {one_line(exc)}") from None
 
 
 def _check(path: Path, data: Mapping[str, Any]) -> None:

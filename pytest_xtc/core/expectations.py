@@ -27,6 +27,7 @@ from pytest_xtc.core.cases import Case
 from pytest_xtc.core.outcome import STAGES as PHASES
 from pytest_xtc.core.selectors import KEYS as SELECTOR_KEYS
 from pytest_xtc.core.selectors import Selector, SelectorError, Traits, xtc_version
+from pytest_xtc.core.textfile import UnreadableFile, one_line, read_text
 
 ENTRY_KEYS = (*SELECTOR_KEYS, "phase", "reason", "url")
 MAX_FILE_BYTES = 1 << 20
@@ -72,22 +73,9 @@ class Expectation:
 
 def _text(path: Path) -> str:
     try:
-        with path.open("rb") as file:
-            raw = file.read(MAX_FILE_BYTES + 1)
-    except OSError as exc:
-        raise ExpectationFileError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    if len(raw) > MAX_FILE_BYTES:
-        raise ExpectationFileError(f"{path}: larger than {MAX_FILE_BYTES >> 20} MiB")
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ExpectationFileError(
-            f"{path}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start})"
-        ) from None
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())
+        return read_text(path, MAX_FILE_BYTES)
+    except UnreadableFile as exc:
+        raise ExpectationFileError(f"{path}: {exc}") from None
 
 
 def _compose(path: Path, text: str) -> yaml.Node | None:
@@ -102,7 +90,7 @@ def _compose(path: Path, text: str) -> yaml.Node | None:
                 )
         return yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as exc:
-        raise ExpectationFileError(f"{path}: not valid YAML: {_one_line(exc)}") from None
+        raise ExpectationFileError(f"{path}: not valid YAML: {one_line(exc)}") from None
 
 
 @cache
@@ -119,7 +107,7 @@ def load(path: Path) -> tuple[Expectation, ...]:
         try:
             data = yaml.safe_load(yaml.serialize(node))
         except yaml.YAMLError as exc:
-            raise ExpectationFileError(f"{path}:{line}: {_one_line(exc)}") from None
+            raise ExpectationFileError(f"{path}:{line}: {one_line(exc)}") from None
         entries.append(_entry(data, f"{path}:{line}", line))
     return tuple(entries)
 
