@@ -20,42 +20,50 @@ from pytest_xtc.core.cases import Case
 from pytest_xtc.targets.host import HostTarget
 
 
-class LastRowWrong(HostTarget):
+class Tampered(HostTarget):
+    """A host target whose kernel runs on what :meth:`feed` makes of its inputs, and whose
+    results :meth:`spoil` then changes in place: the shape of most faults below."""
+
+    def feed(self, inputs: Sequence[np.ndarray]) -> Sequence[np.ndarray]:
+        return inputs
+
+    def spoil(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
+        """Change the results (or the inputs) after the kernel ran."""
+
+    def run(
+        self,
+        artifact: Artifact,
+        inputs: Sequence[np.ndarray],
+        outputs: Sequence[np.ndarray],
+        timing: Timing = ONCE,
+    ) -> RunResult:
+        result = super().run(artifact, self.feed(inputs), outputs, timing)
+        self.spoil(inputs, outputs)
+        return result
+
+
+class LastRowWrong(Tampered):
     """A tile-remainder bug: when the first dimension of an output is not a multiple of
     the tile (4), its last row repeats the row above it."""
 
     TILE = 4
 
-    def run(
-        self,
-        artifact: Artifact,
-        inputs: Sequence[np.ndarray],
-        outputs: Sequence[np.ndarray],
-        timing: Timing = ONCE,
-    ) -> RunResult:
-        result = super().run(artifact, inputs, outputs, timing)
+    def spoil(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
         for out in outputs:
             rows = out.shape[0] if out.ndim else 0
             if rows > 1 and rows % self.TILE:
                 out[-1] = out[-2]
-        return result
 
 
-class Float16Arithmetic(HostTarget):
+class Float16Arithmetic(Tampered):
     """Inputs and results pass through float16, as if the kernel computed in half."""
 
-    def run(
-        self,
-        artifact: Artifact,
-        inputs: Sequence[np.ndarray],
-        outputs: Sequence[np.ndarray],
-        timing: Timing = ONCE,
-    ) -> RunResult:
-        halved = [a.astype(np.float16).astype(a.dtype) for a in inputs]
-        result = super().run(artifact, halved, outputs, timing)
+    def feed(self, inputs: Sequence[np.ndarray]) -> Sequence[np.ndarray]:
+        return [a.astype(np.float16).astype(a.dtype) for a in inputs]
+
+    def spoil(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
         for out in outputs:
             out[...] = out.astype(np.float16).astype(out.dtype)
-        return result
 
 
 class OutputNeverWritten(HostTarget):
@@ -71,34 +79,20 @@ class OutputNeverWritten(HostTarget):
         return RunResult()
 
 
-class InputOverwritten(HostTarget):
+class InputOverwritten(Tampered):
     """The kernel scribbles on its first input after computing."""
 
-    def run(
-        self,
-        artifact: Artifact,
-        inputs: Sequence[np.ndarray],
-        outputs: Sequence[np.ndarray],
-        timing: Timing = ONCE,
-    ) -> RunResult:
-        result = super().run(artifact, inputs, outputs, timing)
+    def spoil(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
         inputs[0].flat[0] = inputs[0].flat[0] + np.asarray(1, inputs[0].dtype)
-        return result
 
 
-class TransposedOperand(HostTarget):
+class TransposedOperand(Tampered):
     """The kernel reads its last input transposed (same memory, wrong layout)."""
 
-    def run(
-        self,
-        artifact: Artifact,
-        inputs: Sequence[np.ndarray],
-        outputs: Sequence[np.ndarray],
-        timing: Timing = ONCE,
-    ) -> RunResult:
+    def feed(self, inputs: Sequence[np.ndarray]) -> Sequence[np.ndarray]:
         last = inputs[-1]
         swapped = np.ascontiguousarray(last.reshape(last.shape[::-1]).T) if last.ndim == 2 else last
-        return super().run(artifact, [*inputs[:-1], swapped], outputs, timing)
+        return [*inputs[:-1], swapped]
 
 
 class ReluPassesNegatives(HostTarget):
@@ -205,52 +199,29 @@ class CachesByShape(HostTarget):
         return result
 
 
-class NanToZero(HostTarget):
+class NanToZero(Tampered):
     """Results are right, except that every NaN comes out as 0 (a flush of NaN)."""
 
-    def run(
-        self,
-        artifact: Artifact,
-        inputs: Sequence[np.ndarray],
-        outputs: Sequence[np.ndarray],
-        timing: Timing = ONCE,
-    ) -> RunResult:
-        result = super().run(artifact, inputs, outputs, timing)
+    def spoil(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
         for out in outputs:
             out[np.isnan(out)] = 0
-        return result
 
 
-class NegativeZeroLost(HostTarget):
+class NegativeZeroLost(Tampered):
     """Data movement loses the sign of zero: -0.0 comes out as +0.0."""
 
-    def run(
-        self,
-        artifact: Artifact,
-        inputs: Sequence[np.ndarray],
-        outputs: Sequence[np.ndarray],
-        timing: Timing = ONCE,
-    ) -> RunResult:
-        result = super().run(artifact, inputs, outputs, timing)
+    def spoil(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
         for out in outputs:
             out[out == 0] = 0.0
-        return result
 
 
-class Tf32Inputs(HostTarget):
+class Tf32Inputs(Tampered):
     """float32 contractions computed on inputs rounded to TF32 (10 explicit mantissa
     bits, round to nearest even), as a tensor-core path would: within the rigorous bound
     at K in the thousands, caught by the statistical precision check."""
 
-    def run(
-        self,
-        artifact: Artifact,
-        inputs: Sequence[np.ndarray],
-        outputs: Sequence[np.ndarray],
-        timing: Timing = ONCE,
-    ) -> RunResult:
-        rounded = [tf32(a) if a.dtype == np.float32 else a for a in inputs]
-        return super().run(artifact, rounded, outputs, timing)
+    def feed(self, inputs: Sequence[np.ndarray]) -> Sequence[np.ndarray]:
+        return [tf32(a) if a.dtype == np.float32 else a for a in inputs]
 
 
 def tf32(array: np.ndarray) -> np.ndarray:
@@ -262,23 +233,15 @@ def tf32(array: np.ndarray) -> np.ndarray:
     return rounded.astype(np.uint32).view(np.float32).reshape(array.shape)
 
 
-class WrongWhenBatched(HostTarget):
+class WrongWhenBatched(Tampered):
     """A batch-indexing bug: with more than one image, every image gets the first one's
     results (only batch 1 is right)."""
 
-    def run(
-        self,
-        artifact: Artifact,
-        inputs: Sequence[np.ndarray],
-        outputs: Sequence[np.ndarray],
-        timing: Timing = ONCE,
-    ) -> RunResult:
-        result = super().run(artifact, inputs, outputs, timing)
+    def spoil(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
         if inputs and inputs[0].ndim == 4 and inputs[0].shape[0] > 1:
             for out in outputs:
                 if out.ndim == 4 and out.shape[0] == inputs[0].shape[0]:
                     out[1:] = out[:1]
-        return result
 
 
 FAULTS: dict[str, type[HostTarget]] = {
