@@ -19,11 +19,12 @@ from pathlib import Path
 import numpy as np
 
 from pytest_xtc.conformance.families import FAMILIES
-from pytest_xtc.core import checking, graphs, precision, reference, values
 from pytest_xtc.core.adapter import ONCE, TargetSpec
-from pytest_xtc.core.cases import Case, Schedule
-from pytest_xtc.core.perf import DEFAULT_TIMING
-from pytest_xtc.core.work import call_kernel
+from pytest_xtc.core.cases import graphs, values
+from pytest_xtc.core.cases.case import Case, Schedule
+from pytest_xtc.core.execution.perf import DEFAULT_TIMING
+from pytest_xtc.core.execution.work import call_kernel
+from pytest_xtc.core.judging import checking, precision, reference
 from pytest_xtc.targets.host import HostTarget
 
 PARALLEL = Schedule.from_data("parallelize", [{"parallelize": [["i"]]}])

@@ -28,8 +28,8 @@ def plain(n: int, seed: int = 0) -> int:
     """The loop a user would write with XTC alone; returns the schedules checked."""
     import numpy as np
 
-    from pytest_xtc.core.explore import PRT_SCHEME, strategy_seed
-    from pytest_xtc.core.xtc_env import bootstrap
+    from pytest_xtc.core.execution.xtc_env import bootstrap
+    from pytest_xtc.exploration.explore import PRT_SCHEME, strategy_seed
 
     bootstrap()
     import xtc.graphs.xtc.op as O

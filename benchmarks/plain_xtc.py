@@ -10,7 +10,7 @@ import tempfile
 
 import numpy as np
 
-from pytest_xtc.core.xtc_env import bootstrap
+from pytest_xtc.core.execution.xtc_env import bootstrap
 
 SHAPES = [(13, 11, 7), (31, 37, 29), (33, 65, 17), (64, 64, 64)]
 SCHEDULES = {

@@ -10,7 +10,6 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pytest_xtc.core import xtc_env
     from pytest_xtc.core.adapter import (
         ONCE,
         Artifact,
@@ -24,7 +23,8 @@ if TYPE_CHECKING:
         Tier,
         Timing,
     )
-    from pytest_xtc.core.cases import Case, Schedule
+    from pytest_xtc.core.cases.case import Case, Schedule
+    from pytest_xtc.core.execution import xtc_env
 
 __version__ = "0.2.0"
 SUITE_VERSION = "0.2.0"
@@ -35,8 +35,8 @@ _EXPORTS = {
          "RunResult", "TargetAdapter", "TargetSpec", "Tier", "Timing"),
         "pytest_xtc.core.adapter",
     ),
-    "Case": "pytest_xtc.core.cases",
-    "Schedule": "pytest_xtc.core.cases",
+    "Case": "pytest_xtc.core.cases.case",
+    "Schedule": "pytest_xtc.core.cases.case",
 }
 
 __all__ = [
@@ -61,7 +61,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name == "xtc_env":
-        return importlib.import_module("pytest_xtc.core.xtc_env")
+        return importlib.import_module("pytest_xtc.core.execution.xtc_env")
     if name in _EXPORTS:
         return getattr(importlib.import_module(_EXPORTS[name]), name)
     raise AttributeError(f"module 'pytest_xtc' has no attribute {name!r}")

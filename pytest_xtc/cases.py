@@ -3,11 +3,11 @@ helpers as ``from pytest_xtc import xtc_env``). This module still works and warn
 
 import warnings
 
-from pytest_xtc.core.cases import *  # noqa: F403
+from pytest_xtc.core.cases.case import *  # noqa: F403
 
 warnings.warn(
     "pytest_xtc.cases is deprecated since pytest-xtc 0.2: import its names from pytest_xtc "
-    "(or pytest_xtc.core.cases)",
+    "(or pytest_xtc.core.cases.case)",
     DeprecationWarning,
     stacklevel=2,
 )

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_xtc.core import registry
+from pytest_xtc.core.execution import registry
 from pytest_xtc.report import bundle, merge, verify
 from pytest_xtc.report.profiles import PROFILES
 from pytest_xtc.report.verdicts import HOLDS, Scope, run_problems
@@ -220,7 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def cmd_shrink(args: argparse.Namespace) -> int:
     """Shrink the bundle's failures; exit 1 when any could not be shrunk or reproduced."""
-    from pytest_xtc.core import shrink
+    from pytest_xtc.exploration import shrink
 
     if not (args.bundle / bundle.REPORT).is_file():
         raise CliError(f"shrink: {args.bundle}: no {bundle.REPORT}; give a bundle directory", 2)

@@ -13,7 +13,9 @@ import numpy as np
 import pytest
 
 from pytest_xtc import ops
-from pytest_xtc.core import graphs, perf, reference
+from pytest_xtc.core.cases import graphs
+from pytest_xtc.core.execution import perf
+from pytest_xtc.core.judging import reference
 from pytest_xtc.ops.builder import GraphBuilder
 
 PACKAGE = Path(__file__).resolve().parents[1] / "pytest_xtc"
@@ -170,6 +172,9 @@ def test_adding_an_op_is_adding_one_module(tmp_path: Path,
         sys.modules.pop("pytest_xtc.ops.negate", None)
 
 
+NEW_HOMES = {"adapter": "adapter", "cases": "cases.case", "xtc_env": "execution.xtc_env"}
+
+
 @pytest.mark.parametrize("old", ["adapter", "cases", "xtc_env"])
 def test_the_01_module_paths_still_work_and_warn(old: str) -> None:
     script = (
@@ -177,7 +182,7 @@ def test_the_01_module_paths_still_work_and_warn(old: str) -> None:
         f"try:\n    import pytest_xtc.{old}\nexcept DeprecationWarning as w:\n"
         "    print('warned:', w)\n"
         "warnings.simplefilter('ignore')\n"
-        f"import pytest_xtc.{old} as shim, pytest_xtc.core.{old} as new\n"
+        f"import pytest_xtc.{old} as shim, pytest_xtc.core.{NEW_HOMES[old]} as new\n"
         "names = [n for n in vars(new) if not n.startswith('_') and not n[0].islower()]\n"
         "assert all(getattr(shim, n) is getattr(new, n) for n in names), names\n"
     )
@@ -187,9 +192,34 @@ def test_the_01_module_paths_still_work_and_warn(old: str) -> None:
     assert f"warned: pytest_xtc.{old} is deprecated" in done.stdout
 
 
+@pytest.mark.parametrize("old", ["xtc_env", "registry", "runner", "reference", "shrink"])
+def test_the_03_core_paths_still_work_and_warn(old: str) -> None:
+    """core/ split by role in 0.4: the 0.3 paths give the same module and name the new one."""
+    from pytest_xtc.core import moved
+
+    new = moved.MOVED[f"pytest_xtc.core.{old}"]
+    script = (
+        "import warnings; warnings.simplefilter('error')\n"
+        f"try:\n    import pytest_xtc.core.{old}\nexcept DeprecationWarning as w:\n"
+        "    print('warned:', w)\n"
+        "warnings.simplefilter('ignore')\n"
+        f"import pytest_xtc.core.{old} as old, {new} as new\n"
+        "assert old is new\n"
+        "from pytest_xtc.core.cases import Case\n"
+        "from pytest_xtc.core.cases.case import Case as moved_case\n"
+        "assert Case is moved_case\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert f"warned: pytest_xtc.core.{old} moved in pytest-xtc 0.4: import {new}" in done.stdout
+
+
 def test_the_vendor_api_is_exported_by_the_package() -> None:
     import pytest_xtc
-    from pytest_xtc.core import adapter, cases, xtc_env
+    from pytest_xtc.core import adapter
+    from pytest_xtc.core.cases import case as cases
+    from pytest_xtc.core.execution import xtc_env
 
     for name in pytest_xtc.__all__:
         assert getattr(pytest_xtc, name) is not None, name

@@ -12,8 +12,8 @@ import yaml
 
 from pytest_xtc.conformance import builtin_cases
 from pytest_xtc.conformance.families import FAMILIES
-from pytest_xtc.core import cases
-from pytest_xtc.core.cases import CaseFileError
+from pytest_xtc.core.cases import case as cases
+from pytest_xtc.core.cases.case import CaseFileError
 
 
 def matmul(m: int = 4, n: int = 5, k: int = 6) -> dict[str, Any]:

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from pytest_xtc.conformance import builtin_cases
-from pytest_xtc.core import explore, shrink
 from pytest_xtc.core.adapter import TargetSpec
-from pytest_xtc.core.cases import PRIMITIVE_PARAMS, REQUIRED, CaseFileError, Schedule
+from pytest_xtc.core.cases.case import PRIMITIVE_PARAMS, REQUIRED, CaseFileError, Schedule
+from pytest_xtc.core.execution.runner import run_case
+from pytest_xtc.core.execution.settings import Settings
 from pytest_xtc.core.outcome import Outcome, Phase, Status
-from pytest_xtc.core.runner import run_case
-from pytest_xtc.core.settings import Settings
+from pytest_xtc.exploration import explore, shrink
 from pytest_xtc.targets.host import HostTarget
 
 DATA = Path(__file__).with_name("data")
@@ -35,7 +35,7 @@ def case(case_id: str):  # type: ignore[no-untyped-def]
 
 
 def test_primitive_table_matches_xtc_scheduler_interface() -> None:
-    from pytest_xtc.core import xtc_env
+    from pytest_xtc.core.execution import xtc_env
 
     xtc_env.bootstrap()
     from xtc.itf.schd.scheduler import Scheduler
@@ -188,7 +188,7 @@ def test_smaller_shapes_stay_valid_for_the_graph() -> None:
     graph = case("matmul-float32-128x256x192-none").graph
     smaller = list(shrink.shape_candidates(graph))
     assert smaller
-    from pytest_xtc.core import graphs
+    from pytest_xtc.core.cases import graphs
 
     for candidate in smaller:
         a, b = graphs.inputs(candidate)

@@ -205,8 +205,8 @@ def test_repeat_check_runs_each_kernel_twice(run) -> None:
 
 def test_every_faulty_variant_is_rejected_by_some_case(tmp_path: Path) -> None:
     """The plugin's own version of ``xtc-conformance selftest``, on a smaller slice."""
+    from pytest_xtc.core.execution.runner import Settings, run_case
     from pytest_xtc.core.outcome import Status
-    from pytest_xtc.core.runner import Settings, run_case
     from pytest_xtc.selftest import proof as selftest
 
     cases = [c for c in selftest.selected_cases() if c.schedule.name == "tile"]
@@ -227,11 +227,11 @@ def test_one_device_one_user_across_processes(tmp_path: Path, monkeypatch) -> No
 
     import filelock
 
-    from pytest_xtc.core.runner import device_lock
+    from pytest_xtc.core.execution.runner import device_lock
 
     monkeypatch.setenv("XTC_LOCK_DIR", str(tmp_path))
     holder = (
-        "import sys, time\nfrom pytest_xtc.core.runner import device_lock\n"
+        "import sys, time\nfrom pytest_xtc.core.execution.runner import device_lock\n"
         "with device_lock('mppa-hw:0'):\n    print('held', flush=True)\n    sys.stdin.read()\n"
     )
     proc = subprocess.Popen(

@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 
 from pytest_xtc.conformance.families import FAMILIES
-from pytest_xtc.core import isolation, registry
 from pytest_xtc.core.adapter import (
     ONCE,
     Artifact,
@@ -27,10 +26,11 @@ from pytest_xtc.core.adapter import (
     TargetSpec,
     Tier,
 )
-from pytest_xtc.core.cases import Case, Schedule
+from pytest_xtc.core.cases.case import Case, Schedule
+from pytest_xtc.core.execution import isolation, registry
+from pytest_xtc.core.execution.remote import HostLimits, IsolatedAdapter
+from pytest_xtc.core.execution.runner import Settings, run_case
 from pytest_xtc.core.outcome import Status
-from pytest_xtc.core.remote import HostLimits, IsolatedAdapter
-from pytest_xtc.core.runner import Settings, run_case
 from tests.conftest import write_distribution
 
 pytestmark = pytest.mark.skipif(not isolation.available(), reason="needs fork and setsid")
@@ -139,7 +139,7 @@ def test_a_kernel_killing_its_process_group_does_not_kill_pytest() -> None:
 
 PARENT = """
 import os, sys, time, subprocess
-from pytest_xtc.core import isolation
+from pytest_xtc.core.execution import isolation
 
 def handler(request, report):
     code = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"

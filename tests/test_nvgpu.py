@@ -21,11 +21,11 @@ from pathlib import Path
 import pytest
 
 from pytest_xtc.conformance import builtin_cases
-from pytest_xtc.core import placement, xtc_env
 from pytest_xtc.core.adapter import Artifact, Tier
-from pytest_xtc.core.cases import DEVICE, HOST, Case, placements
+from pytest_xtc.core.cases.case import DEVICE, HOST, Case, placements
+from pytest_xtc.core.execution import placement, xtc_env
+from pytest_xtc.core.execution.runner import run_case
 from pytest_xtc.core.outcome import Status
-from pytest_xtc.core.runner import run_case
 from pytest_xtc.targets import nvgpu
 from pytest_xtc.targets.nvgpu import NoGpuKernel, NvgpuTarget
 from tests.conftest import fake_executable, spec_of

@@ -13,7 +13,6 @@ import pytest
 
 from pytest_xtc.conformance import builtin_cases
 from pytest_xtc.conformance.families import FAMILIES
-from pytest_xtc.core import checking, graphs, perf, reference
 from pytest_xtc.core.adapter import (
     ONCE,
     Artifact,
@@ -25,8 +24,11 @@ from pytest_xtc.core.adapter import (
     Tier,
     Timing,
 )
+from pytest_xtc.core.cases import graphs
+from pytest_xtc.core.execution import perf
+from pytest_xtc.core.execution.runner import Settings, run_case
+from pytest_xtc.core.judging import checking, reference
 from pytest_xtc.core.outcome import Status
-from pytest_xtc.core.runner import Settings, run_case
 
 # -- FLOPs, timing, statistics -----------------------------------------------------------
 
@@ -213,7 +215,7 @@ VENDOR_HEADER = f"""
 from __future__ import annotations
 from pathlib import Path
 from typing import Any
-from pytest_xtc.core import reference
+from pytest_xtc.core.judging import reference
 from pytest_xtc.core.adapter import ONCE, Artifact, Capabilities, Probe, RunResult, TargetAdapter
 from pytest_xtc.core.adapter import Tier, Timing
 TIMES = {TIMES!r}

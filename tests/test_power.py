@@ -13,12 +13,14 @@ import pytest
 import yaml
 
 from pytest_xtc.conformance import builtin_cases
-from pytest_xtc.core import expectations, guard, precision, reference, values
 from pytest_xtc.core.adapter import TargetSpec
-from pytest_xtc.core.cases import Case
+from pytest_xtc.core.cases import expectations, values
+from pytest_xtc.core.cases.case import Case
+from pytest_xtc.core.cases.selectors import Traits
+from pytest_xtc.core.execution import guard
+from pytest_xtc.core.execution.runner import Settings, run_case
+from pytest_xtc.core.judging import precision, reference
 from pytest_xtc.core.outcome import Outcome, Status
-from pytest_xtc.core.runner import Settings, run_case
-from pytest_xtc.core.selectors import Traits
 from pytest_xtc.selftest import faults
 from pytest_xtc.targets.host import HostTarget
 

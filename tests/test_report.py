@@ -13,8 +13,8 @@ from packaging.specifiers import SpecifierSet
 
 from pytest_xtc import SUITE_VERSION, cli
 from pytest_xtc.conformance import builtin_cases
-from pytest_xtc.core.cases import DEVICE, HOST
-from pytest_xtc.core.selectors import Selector, Traits
+from pytest_xtc.core.cases.case import DEVICE, HOST
+from pytest_xtc.core.cases.selectors import Selector, Traits
 from pytest_xtc.report import bundle, caseset, suitecheck, verify
 from pytest_xtc.report import chart as plot
 from pytest_xtc.report.profiles import profile_of

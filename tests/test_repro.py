@@ -133,7 +133,7 @@ def test_node_ids_have_a_file_part_and_run_as_they_are(pytester) -> None:
 
 def test_case_selection_by_id_and_only_own_cases(pytester) -> None:
     from pytest_xtc.conformance import builtin_cases
-    from pytest_xtc.core import xtc_env
+    from pytest_xtc.core.execution import xtc_env
 
     case = next(c for c in builtin_cases() if c.op == "relu" and c.dtype == "float32")
     folder = pytester.mkdir("mine")
@@ -228,7 +228,8 @@ def test_a_session_without_xtc_imports_only_the_option_declarations(pytester) ->
     chosen = _modules(pytester.path, "--xtc-target=host", "--xtc-nvgpu-arch=sm_90",
                       "-k", "nothing-at-all")
     # (adapters themselves are imported only in their isolated worker processes)
-    assert "pytest_xtc.core.registry" in chosen and "pytest_xtc.targets.nvgpu" not in chosen
+    assert "pytest_xtc.core.execution.registry" in chosen
+    assert "pytest_xtc.targets.nvgpu" not in chosen
 
 
 def test_adapter_options_are_declared_where_xtc_is_used(pytester, monkeypatch) -> None:
@@ -289,9 +290,11 @@ def test_perf_chart_is_log_scale_split_by_dtype_and_size(monkeypatch) -> None:
 
 def test_option_defaults_agree_with_the_core() -> None:
     """options.py keeps its own copies (it imports nothing of the core): they must agree."""
-    from pytest_xtc.core import limits, registry, shrink
-    from pytest_xtc.core.perf import DEFAULT_TIMING
-    from pytest_xtc.core.remote import HostLimits
+    from pytest_xtc.core import limits
+    from pytest_xtc.core.execution import registry
+    from pytest_xtc.core.execution.perf import DEFAULT_TIMING
+    from pytest_xtc.core.execution.remote import HostLimits
+    from pytest_xtc.exploration import shrink
     from pytest_xtc.plugin import options
 
     assert options.DEFAULT_SELECTION == registry.DEFAULT_SELECTION
@@ -321,5 +324,5 @@ def test_option_defaults_agree_with_the_core() -> None:
     parser = Parser()
     options.add(parser)  # type: ignore[arg-type]
     assert set(parser.group.names) == set(registry.RESERVED_OPTIONS), (
-        "core/registry.py RESERVED_OPTIONS must list every built-in --xtc- option"
+        "core/execution/registry.py RESERVED_OPTIONS must list every built-in --xtc- option"
     )

@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 
 from pytest_xtc.conformance.families import FAMILIES
-from pytest_xtc.core.cases import Case, Schedule
+from pytest_xtc.core.cases.case import Case, Schedule
 
 CATALOG = Path(__file__).with_name("catalog.yaml")
 SUITE_MODULE = Path(__file__).with_name("test_conformance.py")

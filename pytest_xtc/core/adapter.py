@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import numpy as np
 
-    from pytest_xtc.core.cases import Case
+    from pytest_xtc.core.cases.case import Case
 
 
 class Tier(str, enum.Enum):
@@ -201,7 +201,7 @@ class TargetAdapter(ABC):
     def guarded_buffers(self) -> bool:
         """True when ``run`` hands the kernel the very arrays it is given, with no copy
         (a bare-pointer call on host memory): the runner then gives it views into larger
-        buffers whose guard bands show writes out of bounds (``core/guard.py``). Default
+        buffers whose guard bands show writes out of bounds (``core/execution/guard.py``). Default
         False: a runtime that copies operands into buffers of its own (XTC's evaluators
         do) would make the bands meaningless."""
         return False

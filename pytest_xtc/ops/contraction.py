@@ -29,6 +29,8 @@ import numpy as np
 
 from pytest_xtc.ops.spec import Attrs, Bound, Op, Shape
 
+DEFAULT_C = 1.0  # the bound's constant c: Higham's bound holds as it is
+
 FLOAT64_U = 2.0**-53
 
 

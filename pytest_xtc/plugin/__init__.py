@@ -69,7 +69,7 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
         return None
     import shutil
 
-    from pytest_xtc.core import registry
+    from pytest_xtc.core.execution import registry
     from pytest_xtc.report.text import format_targets
 
     width = min(shutil.get_terminal_size().columns, 120)

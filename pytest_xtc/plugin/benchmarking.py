@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import pytest
 
-from pytest_xtc.core.cases import Case
+from pytest_xtc.core.cases.case import Case
 from pytest_xtc.core.outcome import Outcome
 
 

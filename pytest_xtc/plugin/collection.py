@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_xtc.core.suite import cases_for
+from pytest_xtc.core.cases.suite import cases_for
 from pytest_xtc.plugin import explore, state
 
 if TYPE_CHECKING:
     from pytest_xtc.core.adapter import TargetAdapter
-    from pytest_xtc.core.cases import Case
+    from pytest_xtc.core.cases.case import Case
 
 PLACEMENT_MARKERS = {
     "operands_host": "every operand of the case in host memory",
@@ -91,7 +91,7 @@ def marker_name(text: str) -> str:
 
 
 def placement_marker(case: Case) -> str:
-    from pytest_xtc.core.cases import DEVICE
+    from pytest_xtc.core.cases.case import DEVICE
 
     where = set((case.placement or {}).values()) or {"host"}
     if where == {DEVICE}:

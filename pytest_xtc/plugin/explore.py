@@ -1,7 +1,7 @@
 """Exploration and shrinking in pytest: ``--xtc-explore=N`` adds, to the cases collected,
-the schedules XTC's search strategies pick (:mod:`pytest_xtc.core.explore`);
+the schedules XTC's search strategies pick (:mod:`pytest_xtc.exploration.explore`);
 ``--xtc-shrink`` shrinks each failing case to the smallest that fails the same way
-(:mod:`pytest_xtc.core.shrink`) and says how to rerun it. :func:`add_options` declares the
+(:mod:`pytest_xtc.exploration.shrink`) and says how to rerun it. :func:`add_options` declares the
 options, :func:`configure` registers the hooks when one is given."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from pytest_xtc.core import explore, shrink
-from pytest_xtc.core.cases import Case
-from pytest_xtc.core.settings import Settings
+from pytest_xtc.core.cases.case import Case
+from pytest_xtc.core.execution.settings import Settings
+from pytest_xtc.exploration import explore, shrink
 from pytest_xtc.plugin import options, state
 
 SHRUNK_KEY = "xtc_shrunk"

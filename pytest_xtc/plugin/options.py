@@ -19,7 +19,7 @@ import pytest
 
 if TYPE_CHECKING:
     from pytest_xtc.core.adapter import Timing
-    from pytest_xtc.core.runner import Settings
+    from pytest_xtc.core.execution.runner import Settings
 
 ENV_TARGETS = "XTC_TEST_TARGETS"
 INI_TARGETS = "xtc_targets"
@@ -274,7 +274,7 @@ def wants_xtc(args: Sequence[str], ini_targets: str | None) -> bool:
 
 def add_adapter_options(parser: pytest.Parser) -> None:
     """Declare the registered adapters' own options (``--xtc-<name>``); loads adapters."""
-    from pytest_xtc.core import registry
+    from pytest_xtc.core.execution import registry
 
     group = parser.getgroup("xtc", "XTC conformance")
     declared = {name for opt in group.options for name in opt.names()}
@@ -304,7 +304,7 @@ def selection(config: pytest.Config) -> tuple[str, bool]:
 
 def adapter_settings(config: pytest.Config) -> dict[str, str | None]:
     """Values of the adapters' own options (option, else env var)."""
-    from pytest_xtc.core import registry
+    from pytest_xtc.core.execution import registry
 
     settings: dict[str, str | None] = {}
     for option in registry.adapter_options():
@@ -317,7 +317,7 @@ def adapter_settings(config: pytest.Config) -> dict[str, str | None]:
 
 def settings(config: pytest.Config) -> Settings:
     """The runner's settings from the command line."""
-    from pytest_xtc.core.runner import Settings
+    from pytest_xtc.core.execution.runner import Settings
     from pytest_xtc.plugin.benchmarking import benchmark_wanted
 
     limits = {

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from pytest_xtc.core import expectations
 from pytest_xtc.core.adapter import TargetAdapter
-from pytest_xtc.core.cases import Case
+from pytest_xtc.core.cases import expectations
+from pytest_xtc.core.cases.case import Case
+from pytest_xtc.core.execution.runner import run_case
 from pytest_xtc.core.outcome import Outcome, Phase, Status
-from pytest_xtc.core.runner import run_case
 from pytest_xtc.plugin import options, state
 from pytest_xtc.plugin.benchmarking import benchmark_wanted, feed_benchmark
 

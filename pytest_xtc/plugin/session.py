@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_xtc.core import expectations, registry
-from pytest_xtc.core.cases import CaseFileError, check_unique, load_case_paths
-from pytest_xtc.core.remote import HostLimits
+from pytest_xtc.core.cases import expectations
+from pytest_xtc.core.cases.case import CaseFileError, check_unique, load_case_paths
+from pytest_xtc.core.execution import registry
+from pytest_xtc.core.execution.remote import HostLimits
 from pytest_xtc.plugin import (
     benchmarking,
     collection,

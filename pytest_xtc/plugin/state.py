@@ -9,7 +9,7 @@ import pytest
 
 if TYPE_CHECKING:
     from pytest_xtc.core.adapter import TargetAdapter
-    from pytest_xtc.core.cases import Case
+    from pytest_xtc.core.cases.case import Case
 
 
 @dataclass

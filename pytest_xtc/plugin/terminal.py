@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from pytest_xtc.core import expectations
+from pytest_xtc.core.cases import expectations
+from pytest_xtc.core.cases.selectors import Traits
 from pytest_xtc.core.outcome import Phase, Status
-from pytest_xtc.core.selectors import Traits
 from pytest_xtc.plugin import state
 from pytest_xtc.report.checks import by_target
 from pytest_xtc.report.text import RATIO_HEADER, RATIO_NOTE, human_time, table_lines
@@ -52,7 +52,7 @@ class Result:
     perf: dict[str, Any] | None
     traits: dict[str, Any] | None = None  # the case's properties, for expectations
     guarded: bool | None = None  # its operands were checked for writes out of bounds
-    precision: dict[str, Any] | None = None  # its rounding-error sums (core/precision.py)
+    precision: dict[str, Any] | None = None  # its rounding-error sums (core/judging/precision.py)
 
     @property
     def selectable(self) -> Traits | str:
@@ -202,7 +202,7 @@ class OutcomeCollector:
         session = state.get(self.config)
         if session is None or session.case_ids:
             return set()
-        from pytest_xtc.core.suite import cases_for
+        from pytest_xtc.core.cases.suite import cases_for
 
         cases = session.cases()
         return {

@@ -6,8 +6,8 @@ import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from pytest_xtc.core.cases import Case
-from pytest_xtc.core.selectors import Traits
+from pytest_xtc.core.cases.case import Case
+from pytest_xtc.core.cases.selectors import Traits
 from pytest_xtc.report.profiles import profile_of
 
 
@@ -22,7 +22,7 @@ def case_set_hash(targets: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
 
 def case_entry(case: Case) -> dict[str, Any]:
     """A case as a case set lists it: id, profile, main op and the traits waivers select
-    by (:meth:`pytest_xtc.core.selectors.Traits.to_dict`: ops, dtype, placement,
+    by (:meth:`pytest_xtc.core.cases.selectors.Traits.to_dict`: ops, dtype, placement,
     primitives)."""
     return {**Traits.of(case).to_dict(), "profile": profile_of(case), "op": case.op}
 

@@ -1,6 +1,6 @@
 """What the checks saw, per target: how many runs were guard-checked for writes out of
 bounds, and the effective mantissa bits of its contractions, pooled per dtype over the
-random-input cases (core/precision.py). For the terminal summary and summary.md."""
+random-input cases (core/judging/precision.py). For the terminal summary and summary.md."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_xtc.core.precision import Terms, pool
+from pytest_xtc.core.judging.precision import Terms, pool
 
 
 @dataclass

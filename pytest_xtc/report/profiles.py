@@ -12,8 +12,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_xtc.core import graphs
-from pytest_xtc.core.cases import DEVICE, Case
+from pytest_xtc.core.cases import graphs
+from pytest_xtc.core.cases.case import DEVICE, Case
 
 CORE, DEVICE_MEMORY, EXTENDED = "core", "device-memory", "extended"
 PROFILES: dict[str, str] = {

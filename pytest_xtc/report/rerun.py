@@ -29,10 +29,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_xtc.core import registry
 from pytest_xtc.core.adapter import ONCE, TargetAdapter
-from pytest_xtc.core.cases import Case
-from pytest_xtc.core.runner import Settings, run_case
+from pytest_xtc.core.cases.case import Case
+from pytest_xtc.core.execution import registry
+from pytest_xtc.core.execution.runner import Settings, run_case
 from pytest_xtc.report.environment import cpu_model
 from pytest_xtc.report.suitecheck import capabilities_of, suite_cases
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from pytest_xtc import SUITE_VERSION, __version__
 from pytest_xtc.core.adapter import Capabilities
-from pytest_xtc.core.cases import DEVICE, Case, placements
+from pytest_xtc.core.cases.case import DEVICE, Case, placements
 from pytest_xtc.report.caseset import case_entry
 
 SUITE_NAME = "pytest-xtc"
@@ -38,7 +38,7 @@ def version_problem(report: Mapping[str, Any]) -> str | None:
 
 def suite_cases(declared_placements: Iterable[str]) -> list[Case]:
     """The cases this suite generates for a target declaring these placements (the same
-    expansion as :func:`pytest_xtc.core.suite.cases_for`)."""
+    expansion as :func:`pytest_xtc.core.cases.suite.cases_for`)."""
     from pytest_xtc.conformance import builtin_cases
 
     if DEVICE not in set(declared_placements):

@@ -25,8 +25,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_xtc.core.cases.selectors import Traits
 from pytest_xtc.core.outcome import Status, Word
-from pytest_xtc.core.selectors import Traits
 from pytest_xtc.report.caseset import case_set_hash, required
 from pytest_xtc.report.profiles import PROFILES, applicable
 from pytest_xtc.report.records import clean, record_key

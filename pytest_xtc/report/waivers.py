@@ -2,7 +2,7 @@
 
 Vulkan-style: a waiver names the upstream issue that tracks the bug (``url``), the XTC
 versions that have it (``xtc``, a version specifier) and the cases it covers by what they
-are (a :class:`~pytest_xtc.core.selectors.Selector`: ``ops``, ``dtypes``, ``placements``,
+are (a :class:`~pytest_xtc.core.cases.selectors.Selector`: ``ops``, ``dtypes``, ``placements``,
 ``primitives``, ``pattern`` over the case id), optionally the ``targets`` (fnmatch over
 target names) and the ``phase`` it fails in (``compile``, ``placement`` or ``run``). A
 waiver covers a failed case only, never a skip or a missing result. No pytest.
@@ -28,8 +28,8 @@ from typing import Any
 
 import yaml
 
+from pytest_xtc.core.cases.selectors import Selector, SelectorError, Traits
 from pytest_xtc.core.outcome import STAGES, Phase
-from pytest_xtc.core.selectors import Selector, SelectorError, Traits
 
 KEYS = ("id", "targets", "phase", "reason", "url")
 CASE_KEYS = ("pattern", "ops", "dtypes", "placements", "primitives")

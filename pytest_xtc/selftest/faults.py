@@ -14,9 +14,9 @@ from pathlib import Path
 
 import numpy as np
 
-from pytest_xtc.core import graphs
 from pytest_xtc.core.adapter import ONCE, Artifact, RunResult, TargetSpec, Timing
-from pytest_xtc.core.cases import Case
+from pytest_xtc.core.cases import graphs
+from pytest_xtc.core.cases.case import Case
 from pytest_xtc.targets.host import HostTarget
 
 

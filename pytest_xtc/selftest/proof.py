@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_xtc.core.adapter import TargetAdapter, TargetSpec
-from pytest_xtc.core.cases import Case
+from pytest_xtc.core.cases.case import Case
+from pytest_xtc.core.execution.runner import Settings, run_case
 from pytest_xtc.core.outcome import Status
-from pytest_xtc.core.runner import Settings, run_case
 from pytest_xtc.selftest import faults
 from pytest_xtc.targets.host import HostTarget
 

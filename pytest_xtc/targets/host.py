@@ -11,7 +11,6 @@ from pathlib import Path
 
 import numpy as np
 
-from pytest_xtc.core import xtc_env
 from pytest_xtc.core.adapter import (
     ONCE,
     Artifact,
@@ -22,8 +21,9 @@ from pytest_xtc.core.adapter import (
     Tier,
     Timing,
 )
-from pytest_xtc.core.cases import HOST, Case
-from pytest_xtc.core.xtc_env import evaluate as evaluate  # the name vendors use
+from pytest_xtc.core.cases.case import HOST, Case
+from pytest_xtc.core.execution import xtc_env
+from pytest_xtc.core.execution.xtc_env import evaluate as evaluate  # the name vendors use
 
 
 class HostTarget(TargetAdapter):

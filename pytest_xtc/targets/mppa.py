@@ -33,7 +33,6 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from pytest_xtc.core import xtc_env
 from pytest_xtc.core.adapter import (
     ONCE,
     Artifact,
@@ -46,7 +45,8 @@ from pytest_xtc.core.adapter import (
     Tier,
     Timing,
 )
-from pytest_xtc.core.cases import DEVICE, HOST, Case
+from pytest_xtc.core.cases.case import DEVICE, HOST, Case
+from pytest_xtc.core.execution import xtc_env
 
 if TYPE_CHECKING:
     import numpy as np

@@ -28,7 +28,6 @@ from typing import Any
 
 import numpy as np
 
-from pytest_xtc.core import placement, xtc_env
 from pytest_xtc.core.adapter import (
     ONCE,
     Artifact,
@@ -41,7 +40,8 @@ from pytest_xtc.core.adapter import (
     Tier,
     Timing,
 )
-from pytest_xtc.core.cases import DEVICE, HOST, Case
+from pytest_xtc.core.cases.case import DEVICE, HOST, Case
+from pytest_xtc.core.execution import placement, xtc_env
 
 ARCH_OPTION = "nvgpu-arch"
 DEFAULT_CUDA_DIR = Path("/usr/local/cuda")

@@ -26,7 +26,7 @@ from typing import Any
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from pytest_xtc.core.cases import DEVICE, Case
+from pytest_xtc.core.cases.case import DEVICE, Case
 from pytest_xtc.core.versions import installed
 
 PLACEMENTS = ("host", "device", "mixed")

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from pytest_xtc.core.textfile import UnreadableFile, one_line, read_text
+from pytest_xtc.core.cases.textfile import UnreadableFile, one_line, read_text
 
 MAX_FILE_BYTES = 4 << 20  # a case file is a graph, not data
 MAX_RANK = 8

@@ -24,10 +24,10 @@ from typing import Any
 
 import numpy as np
 
-from pytest_xtc.core import graphs
 from pytest_xtc.core.adapter import ONCE, RunResult, Timing
-from pytest_xtc.core.cases import DEVICE, PRIMITIVE_PARAMS, Case, bind_step
-from pytest_xtc.core.placement import SOURCE_IR
+from pytest_xtc.core.cases import graphs
+from pytest_xtc.core.cases.case import DEVICE, PRIMITIVE_PARAMS, Case, bind_step
+from pytest_xtc.core.execution.placement import SOURCE_IR
 from pytest_xtc.core.versions import installed
 
 XTC_DISTRIBUTIONS = (

@@ -29,13 +29,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pytest_xtc.core import graphs
-from pytest_xtc.core.graphs import GraphDict
-from pytest_xtc.ops.contraction import Contraction, gamma
+from pytest_xtc.core.cases import graphs
+from pytest_xtc.core.cases.graphs import GraphDict
+from pytest_xtc.ops.contraction import DEFAULT_C, Contraction, gamma
 from pytest_xtc.ops.spec import Bound
 
 UNIT_ROUNDOFF = {"float16": 2.0**-11, "float32": 2.0**-24, "float64": 2.0**-53}
-DEFAULT_C = 1.0
 
 __all__ = ["DEFAULT_C", "UNIT_ROUNDOFF", "Reference", "evaluate", "forward", "forward_fn",
            "gamma"]

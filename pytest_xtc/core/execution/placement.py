@@ -12,11 +12,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_xtc.core import graphs
-from pytest_xtc.core.cases import DEVICE
+from pytest_xtc.core.cases import graphs
+from pytest_xtc.core.cases.case import DEVICE
 
 if TYPE_CHECKING:
-    from pytest_xtc.core.cases import Case
+    from pytest_xtc.core.cases.case import Case
 
 SOURCE_IR = "source.mlir"
 ON_DEVICE = "memref.on_device"

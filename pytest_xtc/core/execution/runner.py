@@ -2,7 +2,7 @@
 
 The target's own work (compile, placement check, run) happens in a forked child when
 isolation is on (the default where ``fork`` exists): a crash or a hang there fails one
-case, with its cause, and the session goes on. An :class:`~pytest_xtc.core.remote.
+case, with its cause, and the session goes on. An :class:`~pytest_xtc.core.execution.remote.
 IsolatedAdapter` (what the registry gives) does it in a worker its host process forks.
 Checking happens in the parent. Every case's operands are weighed against a memory budget
 before any is made.
@@ -18,23 +18,25 @@ from typing import Any
 
 import numpy as np
 
-from pytest_xtc.core import checking, graphs, isolation, perf, precision, reference, remote, values
 from pytest_xtc.core.adapter import TargetAdapter, Tier
-from pytest_xtc.core.cases import Case, case_bytes
-from pytest_xtc.core.limits import (
-    check_limit,
-    worker_memory_limit,
-)
-from pytest_xtc.core.outcome import Outcome, Phase, Status
-from pytest_xtc.core.selectors import Traits
-from pytest_xtc.core.settings import Settings
-from pytest_xtc.core.work import (
+from pytest_xtc.core.cases import graphs, values
+from pytest_xtc.core.cases.case import Case, case_bytes
+from pytest_xtc.core.cases.selectors import Traits
+from pytest_xtc.core.execution import isolation, perf, remote
+from pytest_xtc.core.execution.settings import Settings
+from pytest_xtc.core.execution.work import (
     Work,
     WorkRequest,
     describe_failure,
     device_lock,
     target_work,
 )
+from pytest_xtc.core.judging import checking, precision, reference
+from pytest_xtc.core.limits import (
+    check_limit,
+    worker_memory_limit,
+)
+from pytest_xtc.core.outcome import Outcome, Phase, Status
 
 __all__ = ["Settings", "device_lock", "run_case"]
 

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pytest_xtc.core import values
-from pytest_xtc.core.reference import Reference
+from pytest_xtc.core.cases import values
+from pytest_xtc.core.judging.reference import Reference
 
 
 @dataclass

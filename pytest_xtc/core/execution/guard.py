@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pytest_xtc.core import values
+from pytest_xtc.core.cases import values
 
 ALIGN = 256  # XTC's CNDArray allocation alignment (its cndarray.c)
 MIN_BAND_BYTES = 4096

@@ -14,9 +14,9 @@ from functools import cache, partial
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
-from pytest_xtc.core import isolation
 from pytest_xtc.core.adapter import BrokenAdapter, OptionSpec, TargetAdapter, TargetSpec, Tier
-from pytest_xtc.core.remote import HostLimits, IsolatedAdapter
+from pytest_xtc.core.execution import isolation
+from pytest_xtc.core.execution.remote import HostLimits, IsolatedAdapter
 
 GROUP = "pytest_xtc.targets"
 DEFAULT_SELECTION = "host"

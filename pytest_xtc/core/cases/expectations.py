@@ -23,11 +23,11 @@ from typing import Any
 
 import yaml
 
-from pytest_xtc.core.cases import Case
+from pytest_xtc.core.cases.case import Case
+from pytest_xtc.core.cases.selectors import KEYS as SELECTOR_KEYS
+from pytest_xtc.core.cases.selectors import Selector, SelectorError, Traits, xtc_version
+from pytest_xtc.core.cases.textfile import UnreadableFile, one_line, read_text
 from pytest_xtc.core.outcome import STAGES as PHASES
-from pytest_xtc.core.selectors import KEYS as SELECTOR_KEYS
-from pytest_xtc.core.selectors import Selector, SelectorError, Traits, xtc_version
-from pytest_xtc.core.textfile import UnreadableFile, one_line, read_text
 
 ENTRY_KEYS = (*SELECTOR_KEYS, "phase", "reason", "url")
 MAX_FILE_BYTES = 1 << 20

@@ -24,11 +24,12 @@ from typing import Any
 
 import numpy as np
 
-from pytest_xtc.core import graphs, guard, placement, values
 from pytest_xtc.core.adapter import ONCE, InfrastructureError, TargetAdapter
-from pytest_xtc.core.cases import Case
+from pytest_xtc.core.cases import graphs, values
+from pytest_xtc.core.cases.case import Case
+from pytest_xtc.core.execution import guard, placement
+from pytest_xtc.core.execution.settings import Settings
 from pytest_xtc.core.outcome import Phase
-from pytest_xtc.core.settings import Settings
 
 LOCK_DIR_ENV = "XTC_LOCK_DIR"
 

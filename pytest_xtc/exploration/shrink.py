@@ -6,7 +6,7 @@ schedule steps (with the loops they made), to halve or decrement input dimension
 shape re-derived through the op registry; invalid graphs are never tried), and to bring
 tile and unroll factors down toward 1 and 2 (clamped to their dimension). Each candidate
 is written as a user case file, loaded back as any ``--xtc-cases`` file would be, and run
-through :func:`~pytest_xtc.core.runner.run_case` on the same adapter with the same
+through :func:`~pytest_xtc.core.execution.runner.run_case` on the same adapter with the same
 settings (seed included): a candidate is kept when it fails *the same way*, that is in
 the same stage with the same :class:`Kind` (wrong results, an exception's type, a crash
 signal, a timeout). The loop stops when no candidate is kept, or at its budget of attempts
@@ -27,12 +27,12 @@ from typing import Any
 
 import yaml
 
-from pytest_xtc.core import graphs
 from pytest_xtc.core.adapter import TargetAdapter
-from pytest_xtc.core.cases import Case, Schedule, load_case_file
-from pytest_xtc.core.graphs import GraphDict
+from pytest_xtc.core.cases import graphs
+from pytest_xtc.core.cases.case import Case, Schedule, load_case_file
+from pytest_xtc.core.cases.graphs import GraphDict
+from pytest_xtc.core.execution.settings import Settings
 from pytest_xtc.core.outcome import Outcome, Phase, Status
-from pytest_xtc.core.settings import Settings
 
 SCHEDULE_NAME = "shrunk"
 DEFAULT_ATTEMPTS = 200
@@ -359,7 +359,7 @@ def clamp_factors(steps: Sequence[tuple[str, tuple[Any, ...]]], sizes: Mapping[s
 def _dim_sizes(state: State, case: Case) -> dict[str, int]:
     """The scheduled node's dimensions and sizes, from XTC's backend ({} if unknown)."""
     try:
-        from pytest_xtc.core import xtc_env
+        from pytest_xtc.core.execution import xtc_env
 
         probe = replace(case, graph=state.graph, schedule=state.schedule, placement=None)
         backend = xtc_env.import_mlir_backend().Backend(xtc_env.build_graph(probe))
@@ -405,7 +405,7 @@ def shrink(
     run: RunFn | None = None,
 ) -> Result:
     """Shrink one failing case of ``adapter`` into ``out_dir/<name>.yaml``."""
-    from pytest_xtc.core.runner import run_case
+    from pytest_xtc.core.execution.runner import run_case
 
     settings = replace(settings or Settings(), perf=False, peak=False)
     kind = failure_kind(outcome)
@@ -477,8 +477,9 @@ def shrink_bundle(
     files (``--xtc-cases``, read again); each case is found by its id among the built-in
     suite, those files and ``cases``, an explored one regenerated from its id, and rerun on
     its target. A case that cannot be found or rebuilt gets a Result saying why."""
-    from pytest_xtc.core import explore, registry
-    from pytest_xtc.core.cases import load_case_paths
+    from pytest_xtc.core.cases.case import load_case_paths
+    from pytest_xtc.core.execution import registry
+    from pytest_xtc.exploration import explore
     from pytest_xtc.report import bundle
 
     report, records, _ = bundle.load(Path(bundle_dir))

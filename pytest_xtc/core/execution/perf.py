@@ -28,9 +28,10 @@ from typing import Any
 
 import numpy as np
 
-from pytest_xtc.core import graphs, reference
 from pytest_xtc.core.adapter import TargetAdapter, Timing
-from pytest_xtc.core.graphs import GraphDict
+from pytest_xtc.core.cases import graphs
+from pytest_xtc.core.cases.graphs import GraphDict
+from pytest_xtc.core.judging import reference
 
 #: What the plugin times by default: cheap enough to stay on (README, "Performance").
 DEFAULT_TIMING = Timing(repeat=5, number=1, min_repeat_ms=1)

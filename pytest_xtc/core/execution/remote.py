@@ -19,7 +19,6 @@ from importlib.metadata import EntryPoint
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_xtc.core import isolation
 from pytest_xtc.core.adapter import (
     ONCE,
     Artifact,
@@ -31,12 +30,13 @@ from pytest_xtc.core.adapter import (
     Tier,
     Timing,
 )
+from pytest_xtc.core.execution import isolation
 from pytest_xtc.core.limits import check_limit, worker_memory_limit
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from pytest_xtc.core.cases import Case
+    from pytest_xtc.core.cases.case import Case
 
 LOAD = "load"
 
@@ -202,7 +202,7 @@ def _host_handler(
 
 
 def _inner_handler(adapter: TargetAdapter) -> isolation.Handler:
-    from pytest_xtc.core.work import target_work
+    from pytest_xtc.core.execution.work import target_work
 
     return lambda request, report: target_work(adapter, request, report, in_worker=True)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pytest_xtc.core.adapter import TargetAdapter
-from pytest_xtc.core.cases import DEVICE, Case, placements
+from pytest_xtc.core.cases.case import DEVICE, Case, placements
 
 
 def cases_for(adapter: TargetAdapter, cases: Sequence[Case]) -> list[Case]:

@@ -26,12 +26,12 @@ from typing import Any
 
 import numpy as np
 
-from pytest_xtc.core import casefile, graphs
-from pytest_xtc.core.casefile import CaseFileError
-from pytest_xtc.core.graphs import GraphDict
+from pytest_xtc.core.cases import casefile, graphs
+from pytest_xtc.core.cases.casefile import CaseFileError
+from pytest_xtc.core.cases.graphs import GraphDict
+from pytest_xtc.core.cases.values import special_array
 from pytest_xtc.core.limits import DEFAULT_MAX_CASE_BYTES
-from pytest_xtc.core.reference import DEFAULT_C
-from pytest_xtc.core.values import special_array
+from pytest_xtc.ops.contraction import DEFAULT_C
 
 VALUE_KINDS = casefile.VALUE_KINDS
 DEFAULT_VALUE_KINDS = ("random", "exact")  # a user case file's default ``values``

@@ -1,0 +1,61 @@
+"""The core's module paths of pytest-xtc 0.3, before ``core/`` was split by role: importing
+one still works, gives the module at its new path and warns with that path."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.machinery
+import sys
+import warnings
+from types import ModuleType
+
+_NEW_HOME = {
+    "cases": "cases.case", "casefile": "cases.casefile", "graphs": "cases.graphs",
+    "values": "cases.values", "selectors": "cases.selectors", "suite": "cases.suite",
+    "textfile": "cases.textfile", "expectations": "cases.expectations",
+    "reference": "judging.reference", "checking": "judging.checking",
+    "precision": "judging.precision", "runner": "execution.runner", "work": "execution.work",
+    "isolation": "execution.isolation", "remote": "execution.remote",
+    "registry": "execution.registry", "guard": "execution.guard",
+    "placement": "execution.placement", "settings": "execution.settings",
+    "perf": "execution.perf", "xtc_env": "execution.xtc_env",
+}
+#: old dotted path -> new dotted path (``cases`` became a package: see its ``__getattr__``)
+MOVED = {f"pytest_xtc.core.{old}": f"pytest_xtc.core.{new}" for old, new in _NEW_HOME.items()
+         if old != "cases"}
+MOVED |= {"pytest_xtc.core.explore": "pytest_xtc.exploration.explore",
+          "pytest_xtc.core.shrink": "pytest_xtc.exploration.shrink"}
+
+
+def warn_moved(old: str, new: str) -> None:
+    warnings.warn(f"{old} moved in pytest-xtc 0.4: import {new} (or the vendor API from "
+                  "pytest_xtc)", DeprecationWarning, stacklevel=3)
+
+
+class _Alias(importlib.abc.Loader):
+    def __init__(self, new: str) -> None:
+        self.new = new
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
+        warn_moved(spec.name, self.new)
+        return importlib.import_module(self.new)
+
+    def exec_module(self, module: ModuleType) -> None:
+        """The module was executed at its new path already."""
+
+
+class MovedFinder(importlib.abc.MetaPathFinder):
+    """Resolves an old path to the module at its new one (the same object)."""
+
+    def find_spec(self, fullname: str, path: object, target: object = None
+                  ) -> importlib.machinery.ModuleSpec | None:
+        new = MOVED.get(fullname)
+        if new is None:
+            return None
+        return importlib.machinery.ModuleSpec(fullname, _Alias(new))
+
+
+def install() -> None:
+    if not any(isinstance(finder, MovedFinder) for finder in sys.meta_path):
+        sys.meta_path.append(MovedFinder())
