@@ -91,6 +91,33 @@ def test_the_package_has_no_import_circle() -> None:
             visit(module, [module])
 
 
+def test_imports_only_go_down_the_layers() -> None:
+    """The layers of README's Design section, declared in pyproject.toml for import-linter:
+    no module imports one of a layer above its own."""
+    lint = Path(sys.executable).with_name("lint-imports")
+    done = subprocess.run([str(lint), "--config", str(PACKAGE.parent / "pyproject.toml")],
+                          capture_output=True, text=True, timeout=300, check=False,
+                          cwd=PACKAGE.parent)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "1 kept, 0 broken" in done.stdout
+
+
+def test_an_upward_import_breaks_the_layers_check(tmp_path: Path) -> None:
+    """The check can fail: ops importing the report layer is refused."""
+    import shutil
+
+    copy = tmp_path / "tree"
+    shutil.copytree(PACKAGE, copy / "pytest_xtc", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(PACKAGE.parent / "pyproject.toml", copy / "pyproject.toml")
+    relu = copy / "pytest_xtc" / "ops" / "relu.py"
+    relu.write_text(relu.read_text() + "\nfrom pytest_xtc.report import verdicts  # noqa\n")
+    lint = Path(sys.executable).with_name("lint-imports")
+    done = subprocess.run([str(lint)], capture_output=True, text=True, timeout=300,
+                          check=False, cwd=copy, env={"PYTHONPATH": str(copy), "PATH": ""})
+    assert done.returncode != 0
+    assert "pytest_xtc.ops.relu -> pytest_xtc.report.verdicts" in done.stdout
+
+
 def node_graph(op: str, attrs: dict, shape: tuple[int, ...] = (3, 4)) -> dict:
     return {"name": "g", "inputs": [{"uid": "%0", "expr": {"type": {
         "shape": list(shape), "dtype": "float32"}}}],

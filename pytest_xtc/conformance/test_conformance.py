@@ -1,13 +1,8 @@
-"""The conformance suite: one test per (target, case), parametrized by the plugin."""
+"""The conformance suite: one test per (target, case), parametrized by the plugin, which
+also gives the test its verdict (``pytest_xtc.plugin.outcomes.conclude``)."""
 
-import pytest
-
-from pytest_xtc.core.adapter import TargetAdapter
-from pytest_xtc.core.outcome import Outcome
-from pytest_xtc.plugin.outcomes import conclude
+from collections.abc import Callable
 
 
-def test_conformance(
-    request: pytest.FixtureRequest, xtc_adapter: TargetAdapter, xtc_outcome: Outcome
-) -> None:
-    conclude(request, xtc_adapter, xtc_outcome)
+def test_conformance(xtc_verdict: Callable[[], None]) -> None:
+    xtc_verdict()

@@ -12,7 +12,7 @@ from types import ModuleType
 
 _NEW_HOME = {
     "cases": "cases.case", "casefile": "cases.casefile", "graphs": "cases.graphs",
-    "values": "cases.values", "selectors": "cases.selectors", "suite": "cases.suite",
+    "values": "cases.values", "selectors": "cases.selectors", "suite": "execution.suite",
     "textfile": "cases.textfile", "expectations": "cases.expectations",
     "reference": "judging.reference", "checking": "judging.checking",
     "precision": "judging.precision", "runner": "execution.runner", "work": "execution.work",

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_xtc.core.cases.suite import cases_for
+from pytest_xtc.core.execution.suite import cases_for
 from pytest_xtc.plugin import explore, state
 
 if TYPE_CHECKING:

@@ -8,8 +8,9 @@ The fixture only prepares the case: its compilation and run happen in the test's
 from __future__ import annotations
 
 import shlex
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -62,6 +63,14 @@ def xtc_outcome(
 ) -> PendingCase:
     """The case on its target, run by :func:`conclude` in the test's call."""
     return PendingCase(request, xtc_adapter, xtc_case, tmp_path)
+
+
+@pytest.fixture
+def xtc_verdict(
+    request: pytest.FixtureRequest, xtc_adapter: TargetAdapter, xtc_outcome: PendingCase
+) -> Callable[[], None]:
+    """Runs the case and turns its outcome into the test's verdict, in the test's call."""
+    return partial(conclude, request, xtc_adapter, xtc_outcome)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from pytest_xtc import SUITE_VERSION
-from pytest_xtc.core.cases.suite import cases_for
 from pytest_xtc.core.execution import registry
+from pytest_xtc.core.execution.suite import cases_for
 from pytest_xtc.plugin import options, state
 from pytest_xtc.report import bundle, caseset
 from pytest_xtc.report.environment import adapter_distribution, suite_source, system_info

@@ -202,7 +202,7 @@ class OutcomeCollector:
         session = state.get(self.config)
         if session is None or session.case_ids:
             return set()
-        from pytest_xtc.core.cases.suite import cases_for
+        from pytest_xtc.core.execution.suite import cases_for
 
         cases = session.cases()
         return {

@@ -38,7 +38,7 @@ def version_problem(report: Mapping[str, Any]) -> str | None:
 
 def suite_cases(declared_placements: Iterable[str]) -> list[Case]:
     """The cases this suite generates for a target declaring these placements (the same
-    expansion as :func:`pytest_xtc.core.cases.suite.cases_for`)."""
+    expansion as :func:`pytest_xtc.core.execution.suite.cases_for`)."""
     from pytest_xtc.conformance import builtin_cases
 
     if DEVICE not in set(declared_placements):
