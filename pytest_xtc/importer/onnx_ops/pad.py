@@ -28,13 +28,13 @@ def widths(node: Any, model: Model) -> tuple[Widths, float]:
     rank = len(model.shape(x))
     model.dtype(x)
     if model.opset < 11:
-        pads, value = np.asarray(attrs.get("pads", [])), float(attrs.get("value", 0.0))
+        raw, value = np.asarray(attrs.get("pads", [])), float(attrs.get("value", 0.0))
     else:
-        pads, value = _inputs(node, model)
+        raw, value = _inputs(node, model)
     given = np.arange(rank) if len(node.input) < 4 or not node.input[3] else \
         _constant(node, model, 3, "axes")
     axes = [int(a) % rank for a in np.ravel(given)]
-    pads = [int(p) for p in np.ravel(pads)]
+    pads = [int(p) for p in np.ravel(raw)]
     if len(pads) != 2 * len(axes):
         raise NotImported(f"{len(pads)} pad widths for {len(axes)} axes")
     if min(pads, default=0) < 0:
