@@ -202,3 +202,103 @@ def test_a_gemm_imported_without_its_transpose_is_caught(
     assert mismatches(path, model, tmp_path / "right" / "01_matmul.yaml") == []
     found = mismatches(path, model, tmp_path / "faulty" / "01_matmul.yaml")
     assert len(found) == 1 and "beyond the bound" in found[0], found
+
+
+def tiny(tmp_path: Path, op: str = "Relu", opset: int = onnx_models.OPSET,
+         dims: list[Any] | None = None) -> Any:
+    net = onnx_models.Net(4)
+    y = net.op(op, ["x", "x"] if op == "Add" else ["x"], "n")
+    x = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, dims or [2, 3])
+    return net.model("tiny", [x], y, dims or [2, 3], opset)
+
+
+def refused(tmp_path: Path, path: Path, capsys: Any, *needles: str,
+            dims: dict[str, int] | None = None) -> None:
+    out = tmp_path / "cases"
+    code, stdout, err = import_model(path, out, dims or {}, capsys)
+    assert code == 1 and stdout == "", stdout
+    assert err.count("\n") == 1 and err.startswith("xtc-conformance: "), err
+    for needle in needles:
+        assert needle in err, err
+    assert not out.exists() and [p.name for p in tmp_path.iterdir()
+                                 if p.name.startswith(".")] == []
+
+
+def test_bad_input_not_onnx(tmp_path: Path, capsys: Any) -> None:
+    path = tmp_path / "m.onnx"
+    path.write_text("name: a YAML file, not a model\n")
+    refused(tmp_path, path, capsys, "not an ONNX model")
+
+
+def test_bad_input_truncated(tmp_path: Path, capsys: Any) -> None:
+    whole = onnx_models.save(onnx_models.chains(), tmp_path, "whole").read_bytes()
+    path = tmp_path / "m.onnx"
+    path.write_bytes(whole[: len(whole) // 2])
+    refused(tmp_path, path, capsys, "truncated or corrupt ONNX file", "export or copy it")
+
+
+def test_bad_input_external_data_missing(tmp_path: Path, capsys: Any) -> None:
+    path = tmp_path / "m.onnx"
+    onnx.save(onnx_models.chains(), str(path), save_as_external_data=True,
+              location="m.weights", size_threshold=0)
+    (tmp_path / "m.weights").unlink()
+    refused(tmp_path, path, capsys, "external data m.weights", "not found")
+
+
+def test_bad_input_opset_unknown_to_onnx(tmp_path: Path, capsys: Any) -> None:
+    model = tiny(tmp_path)
+    model.opset_import[0].version = onnx.defs.onnx_opset_version() + 1
+    path = tmp_path / "m.onnx"
+    path.write_bytes(model.SerializeToString())
+    refused(tmp_path, path, capsys, f"opset {onnx.defs.onnx_opset_version() + 1} is newer",
+            "upgrade onnx")
+
+
+def test_bad_input_nothing_importable(tmp_path: Path, capsys: Any) -> None:
+    path = onnx_models.save(tiny(tmp_path, "Add"), tmp_path, "m")
+    refused(tmp_path, path, capsys, "no node XTC can express",
+            "Add: no elementwise arithmetic in XTC")
+
+
+def test_bad_input_symbolic_dims_without_sizes(tmp_path: Path, capsys: Any) -> None:
+    path = onnx_models.save(tiny(tmp_path, dims=["rows", "cols"]), tmp_path, "m")
+    refused(tmp_path, path, capsys, "symbolic dimensions without a size: cols, rows",
+            "--dim cols=N --dim rows=N")
+    refused(tmp_path, path, capsys, "--dim width: the model has no dimension of that name",
+            dims={"rows": 2, "cols": 3, "width": 4})
+    code, stdout, _ = import_model(path, tmp_path / "cases", {"rows": 2, "cols": 3}, capsys)
+    assert code == 0 and "02x03" not in stdout and "2x3" in stdout, stdout
+
+
+def test_bad_input_out_not_empty(tmp_path: Path, capsys: Any) -> None:
+    path = onnx_models.save(tiny(tmp_path), tmp_path, "m")
+    (tmp_path / "cases").mkdir()
+    (tmp_path / "cases" / "mine.yaml").write_text("kept")
+    code, _, err = import_model(path, tmp_path / "cases", {}, capsys)
+    assert code == 1 and "exists and is not an empty folder" in err
+    assert [p.name for p in (tmp_path / "cases").iterdir()] == ["mine.yaml"]
+
+
+def test_without_the_onnx_extra_import_says_what_to_install(tmp_path: Path) -> None:
+    """onnx hidden: ``import`` names the extra; ``list`` and the plugin still work."""
+    script = textwrap.dedent(f"""
+        import sys
+        class NoOnnx:
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] == "onnx":
+                    raise ImportError("No module named " + repr(name))
+        sys.meta_path.insert(0, NoOnnx())
+        from pytest_xtc import cli
+        code = cli.main(["import", "m.onnx", "--out", {str(tmp_path / 'cases')!r}])
+        assert code == 1, code
+        assert cli.main(["list"]) == 0
+        import pytest
+        assert pytest.main(["-p", "no:cacheprovider", "--xtc-list-targets"]) == 0
+        assert "onnx" not in sys.modules
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120, check=False, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip() == ("xtc-conformance: import needs the onnx package: "
+                                   "pip install 'pytest-xtc[onnx]'"), done.stderr
+    assert "host" in done.stdout and not (tmp_path / "cases").exists()
