@@ -133,7 +133,7 @@ def _check_versions(path: Path, proto: Any) -> None:
 def _check_external_data(path: Path, proto: Any) -> None:
     """Every external data file exists inside the model's folder and holds its bytes."""
     folder = path.resolve().parent
-    for tensor in onnx.external_data_helper._get_all_tensors(proto):
+    for tensor in _tensors(proto.graph):
         if tensor.data_location != onnx.TensorProto.EXTERNAL:
             continue
         info = {e.key: e.value for e in tensor.external_data}
@@ -148,6 +148,17 @@ def _check_external_data(path: Path, proto: Any) -> None:
         if end > where.stat().st_size:
             raise ModelError(f"{path}: external data {info['location']} is shorter than "
                              f"tensor {tensor.name!r} needs ({end} bytes); copy it again")
+
+
+def _tensors(graph: Any) -> list[Any]:
+    """The graph's tensors: initializers and node attributes, subgraphs included."""
+    found = list(graph.initializer)
+    for node in graph.node:
+        for attr in node.attribute:
+            found += ([attr.t] if attr.HasField("t") else []) + list(attr.tensors)
+            for sub in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
+                found += _tensors(sub)
+    return found
 
 
 def _fix_dims(path: Path, proto: Any, dims: Mapping[str, int]) -> None:
