@@ -305,3 +305,25 @@ def test_without_the_onnx_extra_import_says_what_to_install(tmp_path: Path) -> N
     assert done.stderr.strip() == ("xtc-conformance: import needs the onnx package: "
                                    "pip install 'pytest-xtc[onnx]'"), done.stderr
     assert "host" in done.stdout and not (tmp_path / "cases").exists()
+
+
+@pytest.mark.parametrize("source", [
+    "bert",  # not a mapping
+    {"model": "m", "count": 2, "layers": [{"nodes": ["a"], "tensors": {}}]},  # count
+    {"model": "m", "count": 1, "layers": [{"nodes": [], "tensors": {}}]},  # no node
+    {"model": "m", "count": 1, "layers": [{"nodes": ["a"], "tensors": {}}], "layouts":
+     {"X": [0, 0]}},  # not a permutation
+    {"model": "m", "count": 1, "layers": [{"nodes": ["a"], "tensors": {}}], "seq": 1},
+])
+def test_a_malformed_source_key_is_refused(tmp_path: Path, source: Any) -> None:
+    from pytest_xtc.conformance.families import FAMILIES
+    from pytest_xtc.core import cases
+
+    graph, _ = FAMILIES["matmul"](4, 5, 6)
+    path = tmp_path / "m.yaml"
+    path.write_text(yaml.safe_dump({**graph, "source": source}))
+    with pytest.raises(cases.CaseFileError, match=r"m\.yaml: source"):
+        cases.load_case_paths([path])
+    good = {"model": "m", "count": 1, "layers": [{"nodes": ["a"], "tensors": {"A": "x"}}]}
+    path.write_text(yaml.safe_dump({**graph, "source": good}))
+    assert cases.load_case_paths([path])
