@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_xtc.core.execution import registry
+from pytest_xtc.importer import command as importer
 from pytest_xtc.report import bundle, merge, verify
 from pytest_xtc.report.profiles import PROFILES
 from pytest_xtc.report.verdicts import HOLDS, Scope, run_problems
@@ -215,6 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
     shrink.add_argument("bundle", type=Path, metavar="DIR")
     shrink.add_argument("-o", "--out", type=Path, default=None, metavar="OUT",
                         help="where the case files go (default: DIR/shrunk)")
+    importer.add_parser(sub)
     return parser
 
 
@@ -254,6 +256,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0 if selftest.run() else 1
         if args.command == "shrink":
             return cmd_shrink(args)
+        if args.command == "import":
+            return importer.main(args)
         return cmd_merge(args)
     except CliError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)

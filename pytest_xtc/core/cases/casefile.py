@@ -31,7 +31,9 @@ KEYS = (
     "dtypes",
     "values",
     "error_rule",
+    "source",
 )
+SOURCE_KEYS = ("model", "count", "layers", "layouts")
 
 
 class CaseFileError(ValueError):
@@ -110,6 +112,8 @@ def _check(path: Path, data: Mapping[str, Any]) -> None:
             _choices(data[key], key, allowed, fail)
     if data.get("error_rule") is not None:
         _error_rule(data["error_rule"], fail)
+    if "source" in data:
+        _source(data["source"], fail)
 
 
 def _name(value: Any, key: str, fail: Any) -> None:
@@ -136,6 +140,31 @@ def _error_rule(rule: Any, fail: Any) -> None:
     c = rule["c"]
     if isinstance(c, bool) or not isinstance(c, (int, float)) or not math.isfinite(c) or c <= 0:
         raise fail("error_rule.c", f"expected a finite number above 0, got {c!r:.60}")
+
+
+def _source(source: Any, fail: Any) -> None:
+    """Where an imported case comes from (``xtc-conformance import``): the model, each use
+    of the layer (its ONNX nodes; the model tensor each case operand stands for), their
+    count, and the permutation taking a model tensor's layout to the case's."""
+    if not isinstance(source, dict) or not {"model", "count", "layers"} <= set(source) \
+            or set(source) - set(SOURCE_KEYS):
+        raise fail("source", f"expected a mapping with model, count, layers (and layouts), "
+                   f"got {source!r:.60}")
+    _name(source["model"], "source.model", fail)
+    layers, count = source["layers"], source["count"]
+    if not isinstance(layers, list) or not layers or count != len(layers):
+        raise fail("source.layers", f"expected a list of {count!r:.20} uses")
+    for i, use in enumerate(layers):
+        ok = isinstance(use, dict) and set(use) == {"nodes", "tensors"}
+        nodes, tensors = (use.get("nodes"), use.get("tensors")) if ok else (None, None)
+        if not (isinstance(nodes, list) and nodes and all(isinstance(n, str) for n in nodes)
+                and isinstance(tensors, dict)
+                and all(isinstance(v, str) for v in tensors.values())):
+            raise fail(f"source.layers[{i}]", "expected {nodes: [NAME...], tensors: "
+                       "{OPERAND: TENSOR}}")
+    for name, perm in (source.get("layouts") or {}).items():
+        if not isinstance(perm, list) or sorted(perm) != list(range(len(perm))):
+            raise fail(f"source.layouts.{name}", f"expected a permutation, got {perm!r:.60}")
 
 
 def _graph(data: Mapping[str, Any], outer: Any) -> None:
