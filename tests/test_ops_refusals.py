@@ -31,7 +31,7 @@ def test_special_value_matmul_reference_does_not_warn_on_overflow() -> None:
 
 
 def test_batched_matmul_is_refused_saying_xtc_folds_leading_dimensions() -> None:
-    with pytest.raises(ValueError, match="reduction sizes differ: 4096 and 768 .*folds .*"
+    with pytest.raises(ValueError, match=r"reduction sizes differ: 4096 and 768 .*folds .*"
                        "into the reduction"):
         graphs.operands(_matmul((12, 64, 64), (12, 64, 64)))
 
@@ -46,7 +46,7 @@ def test_two_dimensional_size_mismatch_says_no_more_than_the_sizes() -> None:
 def test_depthwise_conv_is_refused_saying_xtc_has_no_grouped_conv() -> None:
     g = GraphBuilder("dw")
     x = g.tensor("X", (1, 8, 8, 32), "float32")
-    with pytest.raises(ValueError, match="input has 32 channels, weights 1 .*no grouped or "
+    with pytest.raises(ValueError, match=r"input has 32 channels, weights 1 .*no grouped or "
                        "depthwise"):
         g.node("conv2d", "O", [x, g.tensor("W", (3, 3, 1, 32), "float32")])
 
@@ -55,5 +55,5 @@ def test_conv_groups_attribute_is_refused_saying_xtc_has_no_grouped_conv() -> No
     g = GraphBuilder("grouped")
     x = g.tensor("X", (1, 8, 8, 4), "float32")
     w = g.tensor("W", (3, 3, 4, 4), "float32")
-    with pytest.raises(ValueError, match="no attribute groups .*no grouped or depthwise"):
+    with pytest.raises(ValueError, match=r"no attribute groups .*no grouped or depthwise"):
         g.node("conv2d", "O", [x, w], groups=2)

@@ -3,8 +3,8 @@ with a separate pad2d node), ``stride`` an integer or [sh, sw]."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -30,7 +30,7 @@ class Conv2d(Contraction):
     name = "conv2d"
     arity = 2
     attrs = (Attr("stride", _stride, (1, 1), "an integer or [sh, sw]"),)
-    lacks = {"groups": "XTC's conv2d has no grouped or depthwise form (XTC ignores groups= "
+    lacks: ClassVar[Mapping[str, str]] = {"groups": "XTC's conv2d has no grouped or depthwise form (XTC ignores groups= "
                        "and computes a full conv)"}
 
     def shape(self, shapes: Sequence[Shape], attrs: Attrs) -> Shape:

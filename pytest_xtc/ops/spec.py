@@ -21,7 +21,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -57,7 +57,7 @@ class Op(ABC):
     #: Moves values without arithmetic (IEEE copy): results are compared bit for bit.
     copies: bool = True
     #: Attributes other frameworks have and XTC's op lacks, with what to say of them.
-    lacks: Mapping[str, str] = {}
+    lacks: ClassVar[Mapping[str, str]] = {}
 
     def normalize(self, attrs: Mapping[str, Any] | None, shapes: Sequence[Shape]) -> Attrs:
         """The node's attributes checked and with defaults; refuses what is not declared."""
