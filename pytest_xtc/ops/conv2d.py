@@ -30,8 +30,10 @@ class Conv2d(Contraction):
     name = "conv2d"
     arity = 2
     attrs = (Attr("stride", _stride, (1, 1), "an integer or [sh, sw]"),)
-    lacks: ClassVar[Mapping[str, str]] = {"groups": "XTC's conv2d has no grouped or depthwise form (XTC ignores groups= "
-                       "and computes a full conv)"}
+    lacks: ClassVar[Mapping[str, str]] = {
+        "groups": "XTC's conv2d has no grouped or depthwise form (XTC ignores groups= and "
+                  "computes a full conv)"
+    }
 
     def shape(self, shapes: Sequence[Shape], attrs: Attrs) -> Shape:
         x, w = shapes
