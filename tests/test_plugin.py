@@ -249,7 +249,8 @@ def test_expectations_are_audited_and_updates_written_for_review(vendor, run, py
         ("matmul-float32-13x11x7-none", "run"),
     ]
     assert (root / "flaky.expectations.yaml").read_text().count("pattern") == 3  # untouched
-    # The whole case set of the target (here: one user case, alone): unused entries show.
+    # --xtc-only-cases: the built-in catalog, which the entries are written against, did
+    # not run, so no entry is called unused (each of the user's cases ran).
     from pytest_xtc.conformance import builtin_cases
     from pytest_xtc.core.execution import xtc_env
 
@@ -257,7 +258,32 @@ def test_expectations_are_audited_and_updates_written_for_review(vendor, run, py
     xtc_env.build_graph(case).dump(pytester.path / "mine.yaml")
     with (pytester.path / "mine.yaml").open("a") as f:
         f.write("schedules: {none: []}\nvalues: [exact]\n")
-    whole = run("--xtc-target=f16", "--xtc-cases=mine.yaml", "--xtc-only-cases")
-    whole.stdout.fnmatch_lines(
-        ["*flaky.expectations.yaml:5: 'relu-*' matched no case of f16 in this run*"]
+    own = run("--xtc-target=f16", "--xtc-cases=mine.yaml", "--xtc-only-cases")
+    own.assert_outcomes(passed=1)
+    assert "expected-failure entries unused" not in own.stdout.str()
+
+
+def test_unused_expectations_are_listed_after_the_whole_catalog(vendor, run) -> None:
+    # A target declaring no op: every catalog case is "not supported", quickly; the whole
+    # case set ran, so an entry that matched nothing is listed.
+    root = vendor(
+        "bare_xtc",
+        {"bare": "bare:Bare"},
+        {
+            "bare": "from pytest_xtc.core.adapter import Capabilities\n"
+            "from pytest_xtc.targets.host import HostTarget\n"
+            "class Bare(HostTarget):\n"
+            "    def capabilities(self):\n"
+            "        return Capabilities(ops=frozenset())\n"
+        },
     )
+    (root / "bare.expectations.yaml").write_text(
+        "- pattern: matmul-*\n  phase: run\n  reason: r\n  url: u\n"
+        "- pattern: no-such-case\n  phase: run\n  reason: r\n  url: u\n"
+    )
+    result = run("--xtc-target=bare", "-q")
+    assert result.ret == 0, result.stdout.str()[-2000:]
+    result.stdout.fnmatch_lines(
+        ["*bare.expectations.yaml:5: 'no-such-case' matched no case of bare in this run*"]
+    )
+    assert "'matmul-*' matched no case" not in result.stdout.str()

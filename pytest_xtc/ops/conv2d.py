@@ -3,8 +3,8 @@ with a separate pad2d node), ``stride`` an integer or [sh, sw]."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -30,6 +30,10 @@ class Conv2d(Contraction):
     name = "conv2d"
     arity = 2
     attrs = (Attr("stride", _stride, (1, 1), "an integer or [sh, sw]"),)
+    lacks: ClassVar[Mapping[str, str]] = {
+        "groups": "XTC's conv2d has no grouped or depthwise form (XTC ignores groups= and "
+                  "computes a full conv)"
+    }
 
     def shape(self, shapes: Sequence[Shape], attrs: Attrs) -> Shape:
         x, w = shapes
@@ -39,7 +43,9 @@ class Conv2d(Contraction):
         *lead, h, wd, c = x
         r, s, wc, f = w
         if c != wc:
-            raise ValueError(f"input has {c} channels, weights {wc}")
+            grouped = (" (XTC's conv2d has no grouped or depthwise form: the weights need "
+                       "all the input's channels)" if c % wc == 0 else "")
+            raise ValueError(f"input has {c} channels, weights {wc}{grouped}")
         sh, sw = attrs["stride"]
         if h < r or wd < s:
             raise ValueError(f"a {r}x{s} window does not fit in {h}x{wd}")

@@ -21,8 +21,11 @@ class Matmul(Contraction):
         if len(a) < 2 or len(b) < 2:
             raise ValueError("both operands need at least 2 dimensions")
         if math.prod(a[1:]) != math.prod(b[:-1]):
+            folded = (" (XTC's matmul has no batch: it folds A's trailing and B's leading "
+                      "dimensions into the reduction; write one 2-D matmul per batch)"
+                      if len(a) > 2 or len(b) > 2 else "")
             raise ValueError(f"reduction sizes differ: {math.prod(a[1:])} and "
-                             f"{math.prod(b[:-1])}")
+                             f"{math.prod(b[:-1])}{folded}")
         return (a[0], b[-1])
 
     def forward(self, args: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:

@@ -21,7 +21,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -56,6 +56,8 @@ class Op(ABC):
     exact: bool = True
     #: Moves values without arithmetic (IEEE copy): results are compared bit for bit.
     copies: bool = True
+    #: Attributes other frameworks have and XTC's op lacks, with what to say of them.
+    lacks: ClassVar[Mapping[str, str]] = {}
 
     def normalize(self, attrs: Mapping[str, Any] | None, shapes: Sequence[Shape]) -> Attrs:
         """The node's attributes checked and with defaults; refuses what is not declared."""
@@ -66,8 +68,9 @@ class Op(ABC):
         unknown = sorted(set(given) - set(declared))
         if unknown:
             known = ", ".join(declared) or "none"
+            notes = "".join(f"; {self.lacks[u]}" for u in unknown if u in self.lacks)
             raise OpError(f"op {self.name} has no attribute {', '.join(unknown)} "
-                          f"(declared: {known})")
+                          f"(declared: {known}){notes}")
         rank = len(shapes[0])
         result: Attrs = {}
         for attr in self.attrs:

@@ -197,10 +197,11 @@ class OutcomeCollector:
         return ["", "expected-failure entries unused:", *lines] if lines else []
 
     def complete_targets(self, ran: dict[str, list[str]]) -> set[str]:
-        """The targets whose whole case set ran (no -k, -m, node id, shard or --xtc-case
-        left any of their cases out)."""
+        """The targets whose whole case set ran, the built-in catalog included (no -k, -m,
+        node id, shard, --xtc-case or --xtc-only-cases left any of their cases out): the
+        expected-failure entries are written against the catalog."""
         session = state.get(self.config)
-        if session is None or session.case_ids:
+        if session is None or session.case_ids or not session.builtin:
             return set()
         from pytest_xtc.core.execution.suite import cases_for
 

@@ -14,11 +14,21 @@ In data (YAML), every key is optional but one is needed; lists may be single val
     placements: [device, mixed]      # host: no operand on the device; device: all; mixed
     primitives: [vectorize]          # the case's schedule uses one of these primitives
     xtc: ">=0.3.1,<0.4"              # a version specifier over xtc-tools
+    values: [special]                # the case's input kind: random, exact or special
+    output_elements: "<=1"           # elements of the graph's first output: N, <N, <=N,
+                                     # >N, >=N (1: a one-point iteration space)
+    whole_vectors: true              # the schedule vectorizes a tile of W elements and W
+                                     # divides the output's innermost dimension
+    node_placements: ["relu:host->device", "unpad:*->device"]
+                                     # a node OP whose first operand is placed IN and its
+                                     # result OUT (fnmatch; an intermediate is on the host)
 """
 
 from __future__ import annotations
 
 import fnmatch
+import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -26,11 +36,15 @@ from typing import Any
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from pytest_xtc.core.cases.case import DEVICE, Case
+from pytest_xtc.core.cases import graphs
+from pytest_xtc.core.cases.case import DEVICE, HOST, Case, Schedule
 from pytest_xtc.core.versions import installed
 
 PLACEMENTS = ("host", "device", "mixed")
-KEYS = ("pattern", "ops", "dtypes", "placements", "primitives", "xtc")
+KEYS = ("pattern", "ops", "dtypes", "placements", "primitives", "xtc", "values",
+        "output_elements", "whole_vectors", "node_placements")
+VALUES = ("random", "exact", "special")
+_COUNT = re.compile(r"^\s*(<=|>=|<|>|==)?\s*(\d+)\s*$")
 
 
 class SelectorError(ValueError):
@@ -46,22 +60,68 @@ class Traits:
     dtype: str
     placement: str  # one of PLACEMENTS
     primitives: frozenset[str]
+    values: str = "random"
+    output_elements: int = 0  # 0: not known (a bare id)
+    whole_vectors: bool = False
+    node_placements: frozenset[str] = frozenset()  # "op:in->out"
 
     @classmethod
     def of(cls, case: Case) -> Traits:
         where = set((case.placement or {}).values()) or {"host"}
         placement = "mixed" if len(where) > 1 else ("device" if DEVICE in where else "host")
+        out = graphs.outputs(case.graph)[0].shape
         return cls(case.id, frozenset(case.ops), case.dtype, placement,
-                   case.schedule.primitives)
+                   case.schedule.primitives, case.values, math.prod(out),
+                   _whole_vectors(case.schedule, out[-1] if out else 1),
+                   _node_placements(case))
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Traits:
         return cls(str(data["id"]), frozenset(data.get("ops", ())), str(data.get("dtype", "")),
-                   str(data.get("placement", "host")), frozenset(data.get("primitives", ())))
+                   str(data.get("placement", "host")), frozenset(data.get("primitives", ())),
+                   str(data.get("values", "random")), int(data.get("output_elements", 0)),
+                   bool(data.get("whole_vectors", False)),
+                   frozenset(data.get("node_placements", ())))
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "ops": sorted(self.ops), "dtype": self.dtype,
-                "placement": self.placement, "primitives": sorted(self.primitives)}
+                "placement": self.placement, "primitives": sorted(self.primitives),
+                "values": self.values, "output_elements": self.output_elements,
+                "whole_vectors": self.whole_vectors,
+                "node_placements": sorted(self.node_placements)}
+
+
+def _whole_vectors(schedule: Schedule, innermost: int) -> bool:
+    """Whether the schedule vectorizes a tile whose width divides ``innermost``."""
+    widths: list[Any] = []
+    tiles: dict[str, Any] = {}
+    for primitive, args in schedule.steps:
+        if primitive == "tile" and len(args) > 1 and isinstance(args[1], Mapping):
+            tiles.update({str(k): v for k, v in args[1].items()})
+        elif primitive == "vectorize" and args:
+            axes = args[0] if isinstance(args[0], (list, tuple)) else [args[0]]
+            widths += [tiles.get(str(a)) for a in axes]
+    spec = schedule.descript.spec if schedule.descript is not None else None
+    if isinstance(spec, Mapping):
+        for key, value in spec.items():
+            marks = value if isinstance(value, Mapping) else {str(value): None}
+            if "#" in str(key) and any("vectorize" in str(m) for m in marks):
+                widths.append(str(key).partition("#")[2])
+    sizes = [int(w) for w in map(str, widths) if w.isdigit() and int(w) > 0]
+    return any(innermost % w == 0 for w in sizes)
+
+
+def _node_placements(case: Case) -> frozenset[str]:
+    """Each node as ``op:in->out``: where its first operand and its result are placed."""
+    where = case.placement or {}
+    placed = {o.uid: where.get(o.name, HOST) for o in graphs.inputs(case.graph)}
+    outputs = {o["uid"] for o in case.graph["outputs"]}
+    found = set()
+    for node in graphs.nodes(case.graph):
+        result = where.get(node.name, HOST) if node.uid in outputs else HOST
+        found.add(f"{node.op.name}:{placed.get(node.args[0], HOST)}->{result}")
+        placed[node.uid] = result
+    return frozenset(found)
 
 
 @dataclass(frozen=True)
@@ -72,6 +132,10 @@ class Selector:
     placements: frozenset[str] | None = None
     primitives: frozenset[str] | None = None
     xtc: SpecifierSet | None = None
+    values: frozenset[str] | None = None
+    output_elements: str | None = None  # a count condition: "1", "<=1", ">=16"
+    whole_vectors: bool | None = None
+    node_placements: frozenset[str] | None = None
 
     def matches(self, traits: Traits, xtc_version: str | None) -> bool:
         """True when every property given matches ``traits`` (and the XTC version)."""
@@ -85,7 +149,24 @@ class Selector:
             return False
         if self.primitives is not None and not self.primitives & traits.primitives:
             return False
+        if not self._matches_shape(traits):
+            return False
         return self.xtc is None or _version_in(xtc_version, self.xtc)
+
+    def _matches_shape(self, traits: Traits) -> bool:
+        """The keys on inputs, sizes, vectors and node placements."""
+        if self.values is not None and traits.values not in self.values:
+            return False
+        if self.output_elements is not None and not (
+            traits.output_elements and _count_holds(self.output_elements, traits.output_elements)
+        ):
+            return False
+        if self.whole_vectors is not None and traits.whole_vectors != self.whole_vectors:
+            return False
+        return self.node_placements is None or any(
+            fnmatch.fnmatchcase(p, pattern)
+            for p in traits.node_placements for pattern in self.node_placements
+        )
 
     def describe(self) -> str:
         parts = [f"{k}={v}" for k, v in self.to_dict().items()]
@@ -101,6 +182,12 @@ class Selector:
                 data[key] = sorted(value)
         if self.xtc is not None:
             data["xtc"] = str(self.xtc)
+        for key in ("values", "node_placements"):
+            if (names := getattr(self, key)) is not None:
+                data[key] = sorted(names)
+        for key in ("output_elements", "whole_vectors"):
+            if (value := getattr(self, key)) is not None:
+                data[key] = value
         return data
 
     @classmethod
@@ -123,8 +210,24 @@ class Selector:
             except InvalidSpecifier:
                 raise SelectorError(f"{where}: xtc: {spec!r} is not a version specifier "
                                     "(e.g. '>=0.3.1,<0.4')") from None
+        values = _names(data, "values", where)
+        if values is not None and not values <= set(VALUES):
+            raise SelectorError(f"{where}: values must be among {', '.join(VALUES)}")
+        count = data.get("output_elements")
+        if count is not None and (isinstance(count, bool) or not _COUNT.match(str(count))):
+            raise SelectorError(f"{where}: output_elements must be a count condition: N, <N, "
+                                f"<=N, >N or >=N, not {count!r}")
+        whole = data.get("whole_vectors")
+        if whole is not None and not isinstance(whole, bool):
+            raise SelectorError(f"{where}: whole_vectors must be true or false, not {whole!r}")
+        moves = _names(data, "node_placements", where)
+        for move in moves or ():
+            if not re.fullmatch(r"[\w*?+]+:[\w*?]+->[\w*?]+", move):
+                raise SelectorError(f"{where}: node_placements: {move!r} is not OP:IN->OUT "
+                                    "(e.g. relu:host->device)")
         return cls(pattern, _names(data, "ops", where), _names(data, "dtypes", where),
-                   placements, _names(data, "primitives", where), xtc)
+                   placements, _names(data, "primitives", where), xtc, values,
+                   None if count is None else str(count), whole, moves)
 
 
 def _names(data: Mapping[str, Any], key: str, where: str) -> frozenset[str] | None:
@@ -135,6 +238,14 @@ def _names(data: Mapping[str, Any], key: str, where: str) -> frozenset[str] | No
     if not isinstance(items, list) or not items or not all(isinstance(i, str) for i in items):
         raise SelectorError(f"{where}: {key} must be a name or a non-empty list of names")
     return frozenset(items)
+
+
+def _count_holds(condition: str, count: int) -> bool:
+    match = _COUNT.match(condition)
+    assert match is not None  # checked when read
+    op, bound = match[1] or "==", int(match[2])
+    return {"<": count < bound, "<=": count <= bound, ">": count > bound, ">=": count >= bound,
+            "==": count == bound}[op]
 
 
 def _version_in(version: str | None, spec: SpecifierSet) -> bool:
