@@ -1,7 +1,7 @@
 """Everything that touches XTC itself, shared by the adapters built on its MLIR backend.
 
 Importing ``xtc.backends.mlir`` needs an OpenMP runtime found by
-``ctypes.util.find_library("omp")`` (see ../shared/xtc-notes.md). The ``cmeel-libomp``
+``ctypes.util.find_library("omp")`` (it asserts when none is found). The ``cmeel-libomp``
 wheel, a dependency of this package, ships one; :func:`bootstrap` puts its directory on
 the library search path and loads it before XTC is imported, so no manual step is needed.
 """
