@@ -165,6 +165,8 @@ def cmd_merge(args: argparse.Namespace) -> int:
         report = merge.merge(args.out, args.bundles)
     except bundle.BundleError as exc:
         raise CliError(f"merge: {exc}") from None
+    except bundle.WriteError as exc:
+        raise CliError(f"merge: {exc}; {args.out} was left as it was") from None
     print(f"{args.out}: merged {len(args.bundles)} bundles, {report['case_set']['count']} "
           f"required cases")
     print(format_verdicts(report))
