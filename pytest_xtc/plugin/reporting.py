@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import shlex
 import signal
 import sys
 import threading
@@ -27,6 +28,7 @@ from pytest_xtc.report import bundle, caseset
 from pytest_xtc.report.environment import adapter_distribution, suite_source, system_info
 from pytest_xtc.report.profiles import PROFILES
 from pytest_xtc.report.records import RESULTS, ResultsWriter, clean
+from pytest_xtc.report.text import visible
 from pytest_xtc.report.verdicts import assemble, run_not_certifying
 from pytest_xtc.report.waivers import WaiverFileError, load_waivers
 
@@ -243,22 +245,23 @@ class Reporter:
     def failure_line(self) -> str:
         assert self.failure is not None
         written = self.writer.written if self.writer is not None else 0
-        flag = f"--xtc-report={self.config.getoption('xtc_report')}"
-        return "xtc report: " + bundle.failure_text(self.failure, written, len(self.records), flag)
+        flag = shlex.quote(f"--xtc-report={self.config.getoption('xtc_report')}")
+        text = bundle.failure_text(self.failure, written, len(self.records), flag)
+        return visible(f"xtc report: {text}")
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.failure is not None:
             terminalreporter.write_line(self.failure_line(), red=True, bold=True)
         if self.report is None:
             return
-        terminalreporter.write_sep("-", f"XTC report: {self.path}")
+        terminalreporter.write_sep("-", visible(f"XTC report: {self.path}"))
         for name, entry in self.report["targets"].items():
             verdicts = ", ".join(f"{p} {entry['verdicts'][p]['verdict']}" for p in PROFILES)
-            terminalreporter.write_line(f"{name}: {verdicts}")
+            terminalreporter.write_line(visible(f"{name}: {verdicts}"))
         if not self.report["certifies"]:
-            terminalreporter.write_line(
+            terminalreporter.write_line(visible(
                 "this bundle does not certify: " + "; ".join(self.report["not_certifying"])
-            )
+            ))
 
     # -- the report -------------------------------------------------------------------
 

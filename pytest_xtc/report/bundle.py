@@ -102,9 +102,9 @@ def foreign(path: Path) -> str | None:
         listed = _read_manifest(path)
     except (OSError, ValueError, BundleError):
         report, listed = None, {}
-    if isinstance(report, dict) and report.get("kind") == KIND and "schema" in report:
-        if sorted([*listed, MANIFEST]) == files:
-            return None
+    identified = isinstance(report, dict) and report.get("kind") == KIND and "schema" in report
+    if identified and sorted([*listed, MANIFEST]) == files:
+        return None
     return f"{', '.join(files)} without the {REPORT} and {MANIFEST} of a bundle listing them"
 
 
