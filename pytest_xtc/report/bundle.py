@@ -170,7 +170,7 @@ def failure_text(failure: WriteError, written: int, total: int, rerun: str) -> s
     kept (``written`` of ``total`` results), and how to write it again (``rerun``)."""
     path = failure.path.parent
     of = "" if written == total else f" of {total}"
-    kept = [f"{RESULTS} ({written}{of} results)"] if written else []
+    kept = [f"{RESULTS} ({written}{of} result{'' if total == 1 else 's'})"] if written else []
     kept += [n for n in FILES if n != RESULTS and (path / n).is_file()]
     lost = [n for n in (*CONTENT, MANIFEST) if n not in kept and (n != RESULTS or not written)]
     return (
