@@ -128,12 +128,12 @@ def test_a_bundle_with_a_file_added_or_unlisted_is_not_replaced(tmp_path: Path) 
     where = tmp_path / "b"
     make_bundle(where, [(c, "passed") for c in CASES])
     (where / "thesis.tex").write_text("...")
-    with pytest.raises(bundle.BundleError, match="'thesis.tex' not written by pytest-xtc"):
+    with pytest.raises(bundle.BundleError, match=r"'thesis\.tex' not written by pytest-xtc"):
         bundle.check_destination(where)
     (where / "thesis.tex").unlink()
     lines = (where / bundle.MANIFEST).read_text().splitlines()
     (where / bundle.MANIFEST).write_text("".join(f"{x}\n" for x in lines if "summary" not in x))
-    with pytest.raises(bundle.BundleError, match="without the report.json and MANIFEST"):
+    with pytest.raises(bundle.BundleError, match=r"without the report\.json and MANIFEST"):
         bundle.check_destination(where)
     (where / "link").symlink_to(tmp_path)
     with pytest.raises(bundle.BundleError, match="'link' not written by pytest-xtc"):

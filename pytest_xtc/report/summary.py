@@ -6,6 +6,7 @@ through :func:`~pytest_xtc.report.text.markdown`: it cannot add lines, cells or 
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections import defaultdict
 from collections.abc import Mapping
@@ -29,10 +30,11 @@ def _verdict_cell(verdict: Mapping[str, Any]) -> str:
     return word if word in (*HOLDS, NOT_APPLICABLE) else Markdown(f"**{word}**")
 
 
-def _digest(value: Any) -> str:
-    """A hex digest as code; anything else escaped (never inside a code span)."""
+def _code(value: Any) -> str:
+    """A plain name or digest as code; anything else escaped instead (a backtick would
+    end the code span, and nothing is escaped inside one)."""
     text = str(value)
-    return f"`{text}`" if text.isalnum() and text.isascii() else markdown(text)
+    return f"`{text}`" if re.fullmatch(r"[A-Za-z0-9._+-]+", text) else markdown(text)
 
 
 def _count_cell(counts: Mapping[str, int], name: str) -> str:
@@ -48,7 +50,7 @@ def render(report: Mapping[str, Any]) -> str:
         "# XTC conformance report",
         "",
         f"Suite {markdown(report['suite']['name'])} {markdown(report['suite']['version'])}, "
-        f"case set {_digest(case_set['sha256'][:16])} ({markdown(case_set['count'])} cases), "
+        f"case set {_code(case_set['sha256'][:16])} ({markdown(case_set['count'])} cases), "
         f"{sum(report['totals'].get(s, 0) for s in COUNTS if s != 'missing')} results.",
         "",
     ]
@@ -120,7 +122,7 @@ def _waivers(report: Mapping[str, Any]) -> list[str]:
     lines: list[str] = []
     if waived:
         lines += ["", "## Waived", ""]
-        lines += [f"- {markdown(f'{t}-{c}')} (waiver {markdown(w)}: "
+        lines += [f"- {markdown(f'{t}-{c}')} (waiver {_code(w)}: "
                   f"{markdown(by_id.get(w, {}).get('url', '?'))})" for t, c, w in waived]
     used = report.get("waivers_used") or {}
     unused = [w for w in by_id if not used.get(w)]
@@ -128,7 +130,7 @@ def _waivers(report: Mapping[str, Any]) -> list[str]:
         lines += ["", "## Unused waivers", "",
                   "Waivers of the suite that covered no failure in this bundle (a waiver "
                   "unused on every target it names should be removed):", ""]
-        lines += [f"- {markdown(w)}: {markdown(by_id.get(w, {}).get('reason', ''))}"
+        lines += [f"- {_code(w)}: {markdown(by_id.get(w, {}).get('reason', ''))}"
                   for w in unused]
     return lines
 
