@@ -24,6 +24,7 @@ from pytest_xtc.core.execution import registry
 from pytest_xtc.importer import command as importer
 from pytest_xtc.report import bundle, merge, verify
 from pytest_xtc.report.profiles import PROFILES
+from pytest_xtc.report.text import visible
 from pytest_xtc.report.verdicts import HOLDS, Scope, run_problems
 
 PROG = "xtc-conformance"
@@ -116,7 +117,8 @@ def claims_hold(report: dict[str, Any], profiles: Sequence[str], partial_ok: boo
 def format_certification(report: dict[str, Any]) -> str:
     if report.get("certifies"):
         return "certifies: yes (certification runs only)"
-    return "certifies: no (" + "; ".join(report.get("not_certifying") or ["unknown"]) + ")"
+    return visible("certifies: no (" + "; ".join(report.get("not_certifying") or ["unknown"])
+                   + ")")
 
 
 def format_verdicts(report: dict[str, Any]) -> str:
@@ -127,19 +129,20 @@ def format_verdicts(report: dict[str, Any]) -> str:
             why = "; ".join(verdict["reasons"]) if verdict["verdict"] not in HOLDS else ""
             if verdict.get("waived"):
                 why = f"{verdict['waived']} cases waived"
-            lines.append(f"{name} {profile}: {verdict['verdict']}" + (f" ({why})" if why else ""))
+            lines.append(visible(f"{name} {profile}: {verdict['verdict']}"
+                                 + (f" ({why})" if why else "")))
     return "\n".join(lines)
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
     problems = verify.verify(args.bundle)
     for problem in problems:
-        print(f"{args.bundle}: {problem}", file=sys.stderr)
+        print(visible(f"{args.bundle}: {problem}"), file=sys.stderr)
     if problems:
         return 1
     report, records, _ = bundle.load(args.bundle)
-    print(f"{args.bundle}: OK ({len(records)} results, {len(report['targets'])} targets, "
-          f"case set {report['case_set']['sha256'][:16]})")
+    print(visible(f"{args.bundle}: OK ({len(records)} results, {len(report['targets'])} "
+                  f"targets, case set {report['case_set']['sha256'][:16]})"))
     print(format_verdicts(report))
     if args.rerun is None:
         return 0
@@ -155,7 +158,7 @@ def rerun(args: argparse.Namespace, report: dict[str, Any], records: list[dict[s
     with tempfile.TemporaryDirectory(prefix="xtc-rerun-") as work:
         found = audit.audit(report, records, args.rerun, seed, Path(work))
     for line in found.mismatches:
-        print(f"{args.bundle}: rerun: {line}", file=sys.stderr)
+        print(visible(f"{args.bundle}: rerun: {line}"), file=sys.stderr)
     print(f"rerun: {len(found.chosen)} cases, {len(found.mismatches)} mismatches "
           f"({found.digests_compared} output digests compared)")
     return 1 if found.mismatches else 0
@@ -166,8 +169,10 @@ def cmd_merge(args: argparse.Namespace) -> int:
         report = merge.merge(args.out, args.bundles)
     except bundle.BundleError as exc:
         raise CliError(f"merge: {exc}") from None
-    print(f"{args.out}: merged {len(args.bundles)} bundles, {report['case_set']['count']} "
-          f"required cases")
+    except bundle.WriteError as exc:
+        raise CliError(f"merge: {exc}; {args.out} was left as it was") from None
+    print(visible(f"{args.out}: merged {len(args.bundles)} bundles, "
+                  f"{report['case_set']['count']} required cases"))
     print(format_verdicts(report))
     return 0
 
@@ -229,7 +234,7 @@ def cmd_shrink(args: argparse.Namespace) -> int:
     out = args.out or args.bundle / "shrunk"
     results = shrink.shrink_bundle(args.bundle, out)
     for result in results:
-        print(result.describe())
+        print(visible(result.describe()))
     if not results:
         print(f"{args.bundle}: no failed case to shrink")
     return 0 if all(r.reproduced for r in results) else 1
@@ -260,7 +265,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return importer.main(args)
         return cmd_merge(args)
     except CliError as exc:
-        print(f"{PROG}: {exc}", file=sys.stderr)
+        print(visible(f"{PROG}: {exc}"), file=sys.stderr)
         return exc.code
 
 

@@ -134,7 +134,7 @@ def test_merge_refuses_bad_inputs_and_outputs(tmp_path: Path,
     (s2 / bundle.MANIFEST).unlink()
     assert cli.main(["merge", str(tmp_path / "m"), str(s1), str(s2)]) == 1
     assert "incomplete bundle, MANIFEST.sha256 missing" in capsys.readouterr().err
-    s1, s2 = shards(tmp_path)
+    s1, s2 = shards(tmp_path / "whole")  # s2 without its manifest is no bundle to replace
     foreign = tmp_path / "foreign"
     foreign.mkdir()
     (foreign / "keep.txt").write_text("mine")

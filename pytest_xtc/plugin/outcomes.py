@@ -22,6 +22,7 @@ from pytest_xtc.core.execution.runner import run_case
 from pytest_xtc.core.outcome import Outcome, Phase, Status
 from pytest_xtc.plugin import options, state
 from pytest_xtc.plugin.benchmarking import benchmark_wanted, feed_benchmark
+from pytest_xtc.report.text import visible
 
 #: JUnit XML properties of each case (plain strings), besides the outcome itself.
 PROPERTIES = ("target", "case", "seed", "status", "phase", "worst_ratio")
@@ -47,8 +48,8 @@ class PendingCase:
         values = outcome.to_dict()
         for name in PROPERTIES:
             if values.get(name) is not None:
-                node.user_properties.append((f"xtc_{name}", str(values[name])))
-        node.user_properties.append(("xtc_rerun", rerun_command(node)))
+                node.user_properties.append((f"xtc_{name}", visible(values[name])))
+        node.user_properties.append(("xtc_rerun", visible(rerun_command(node))))
         if outcome.perf and outcome.times and benchmark_wanted(config):
             try:
                 feed_benchmark(self.request, self.case, outcome)
@@ -160,18 +161,22 @@ def conclude(
         and expected is not None
         and expected.phase == Phase(outcome.phase).stage
     ):
-        pytest.xfail(f"expected {expected.phase} failure: {expected.reason} ({expected.url})")
+        pytest.xfail(visible(f"expected {expected.phase} failure: {expected.reason} "
+                             f"({expected.url})"))
+    # Messages come from adapters and case files: shown on one line, controls escaped
+    # (a message cannot forge a line of pytest's summary or move the cursor).
+    message = visible(outcome.message)
     if outcome.status is Status.NOT_SUPPORTED:
-        pytest.skip(f"not supported: {outcome.message}")
+        pytest.skip(f"not supported: {message}")
     if outcome.status is Status.SKIPPED:
         if request.config.getoption("xtc_strict"):
-            pytest.fail(f"--xtc-strict: cannot run here: {outcome.message}", pytrace=False)
-        pytest.skip(outcome.message)
-    rerun = rerun_command(request.node)
+            pytest.fail(f"--xtc-strict: cannot run here: {message}", pytrace=False)
+        pytest.skip(message)
+    rerun = visible(rerun_command(request.node))
     if outcome.status is Status.ERROR:
         pytest.fail(
-            f"[infrastructure error, {outcome.phase}] {outcome.message}\nrerun alone: {rerun}",
+            f"[infrastructure error, {outcome.phase}] {message}\nrerun alone: {rerun}",
             pytrace=False,
         )
-    pytest.fail(f"[{outcome.phase}] {outcome.message}\nrerun alone: {rerun}", pytrace=False)
+    pytest.fail(f"[{outcome.phase}] {message}\nrerun alone: {rerun}", pytrace=False)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import shlex
 import signal
 import sys
 import threading
@@ -26,9 +27,14 @@ from pytest_xtc.plugin import options, state
 from pytest_xtc.report import bundle, caseset
 from pytest_xtc.report.environment import adapter_distribution, suite_source, system_info
 from pytest_xtc.report.profiles import PROFILES
-from pytest_xtc.report.records import ResultsWriter, clean
+from pytest_xtc.report.records import RESULTS, ResultsWriter, clean
+from pytest_xtc.report.text import visible
 from pytest_xtc.report.verdicts import assemble, run_not_certifying
 from pytest_xtc.report.waivers import WaiverFileError, load_waivers
+
+#: pytest's exit status when the bundle could not be written (the cases' own results
+#: stand in the terminal; an unwritten bundle must not pass for a finished one).
+WRITE_FAILED = pytest.ExitCode.INTERNAL_ERROR
 
 
 def configure(config: pytest.Config) -> None:
@@ -100,6 +106,7 @@ class Reporter:
         self.collected: set[str] | None = None
         self.writer: ResultsWriter | None = None
         self.report: dict[str, Any] | None = None
+        self.failure: bundle.WriteError | None = None  # the bundle could not be written
         self.started, self.clock = _now(), time.monotonic()
 
     # -- the run ----------------------------------------------------------------------
@@ -110,7 +117,10 @@ class Reporter:
         except (bundle.BundleError, OSError) as exc:
             raise pytest.UsageError(f"--xtc-report: {exc}") from None
         self.targets = self._targets()
-        self.writer = ResultsWriter(self.path)
+        try:
+            self.writer = ResultsWriter(self.path)
+        except OSError as exc:
+            self.failure = bundle.WriteError(self.path / RESULTS, exc)
 
     def _targets(self) -> dict[str, dict[str, Any]]:
         from pytest_xtc.conformance import builtin_cases
@@ -165,7 +175,6 @@ class Reporter:
         self.collected = (self.collected or set()) | set(ids)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-
         if self.writer is None or report.nodeid in self.done or report.when == "teardown":
             return
         if report.when == "setup" and report.passed:
@@ -202,38 +211,61 @@ class Reporter:
         record = clean(record)
         self.done.add(report.nodeid)
         self.records.append(record)
-        self.writer.write(record)
+        if self.failure is None:
+            try:
+                self.writer.write(record)
+            except OSError as exc:  # the cases run on; the bundle stops here
+                self.failure = bundle.WriteError(self.path / RESULTS, exc)
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        if self.writer is None:
+        if self.writer is None and self.failure is None:
             return
-        self.writer.close()
-        with interrupts_deferred() as received:
-            report = self._report(session, int(exitstatus))
-            self.report = assemble(report, self.records)
-            bundle.finish(self.path, self.report)
+        if self.writer is not None:
+            self.writer.close()
+        received: list[int] = []
+        if self.failure is None:
+            with interrupts_deferred() as received:
+                report = assemble(self._report(session, int(exitstatus)), self.records)
+                try:
+                    bundle.finish(self.path, report)
+                    self.report = report
+                except bundle.WriteError as exc:
+                    self.failure = exc
         if received:
             session.config.get_terminal_writer().line(
                 "Ctrl-C came while the bundle was written: it was finished first, whole"
             )
+        if self.failure is not None:
+            if session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+                session.exitstatus = WRITE_FAILED
+            if not self.config.pluginmanager.has_plugin("terminalreporter"):
+                print(self.failure_line(), file=sys.stderr)
+
+    def failure_line(self) -> str:
+        assert self.failure is not None
+        written = self.writer.written if self.writer is not None else 0
+        flag = shlex.quote(f"--xtc-report={self.config.getoption('xtc_report')}")
+        text = bundle.failure_text(self.failure, written, len(self.records), flag)
+        return visible(f"xtc report: {text}")
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.failure is not None:
+            terminalreporter.write_line(self.failure_line(), red=True, bold=True)
         if self.report is None:
             return
-        terminalreporter.write_sep("-", f"XTC report: {self.path}")
+        terminalreporter.write_sep("-", visible(f"XTC report: {self.path}"))
         for name, entry in self.report["targets"].items():
             verdicts = ", ".join(f"{p} {entry['verdicts'][p]['verdict']}" for p in PROFILES)
-            terminalreporter.write_line(f"{name}: {verdicts}")
+            terminalreporter.write_line(visible(f"{name}: {verdicts}"))
         if not self.report["certifies"]:
-            terminalreporter.write_line(
+            terminalreporter.write_line(visible(
                 "this bundle does not certify: " + "; ".join(self.report["not_certifying"])
-            )
+            ))
 
     # -- the report -------------------------------------------------------------------
 
     def _report(self, session: pytest.Session, exitstatus: int) -> dict[str, Any]:
-
         option = self.config.option
         interrupted = ""
         if exitstatus == pytest.ExitCode.INTERRUPTED:

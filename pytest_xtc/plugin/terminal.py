@@ -21,8 +21,9 @@ from pytest_xtc.core.cases import expectations
 from pytest_xtc.core.cases.selectors import Traits
 from pytest_xtc.core.outcome import Phase, Status
 from pytest_xtc.plugin import state
+from pytest_xtc.report import atomic
 from pytest_xtc.report.checks import by_target
-from pytest_xtc.report.text import RATIO_HEADER, RATIO_NOTE, human_time, table_lines
+from pytest_xtc.report.text import RATIO_HEADER, RATIO_NOTE, human_time, table_lines, visible
 
 COLUMNS = (
     "passed",
@@ -125,14 +126,14 @@ class OutcomeCollector:
         for target in sorted(reasons):
             for reason, n in reasons[target].most_common():
                 # one line each (not wrapped: a reason is searched for as a whole)
-                write(f"  {n} x {reason}", yellow=True)
+                write(f"  {n} x {visible(reason)}", yellow=True)
         checks = by_target(
             {"target": r.target, "guarded": r.guarded, "precision": r.precision}
             for r in self.results
         )
         for target in sorted(checks):
             for line in checks[target].lines(target):
-                write(line)
+                write(visible(line))
         slowest = self.slowest()
         if slowest:
             write("")
@@ -153,9 +154,9 @@ class OutcomeCollector:
             for line in textwrap.wrap(RATIO_NOTE, width):
                 write(line)
         for line in self.expectation_audit():
-            write(line, yellow=line.startswith("  "))
+            write(visible(line), yellow=line.startswith("  "))
         for path in self.updated:
-            write(f"expected-failure file for review (not applied): {path}")
+            write(f"expected-failure file for review (not applied): {visible(path)}")
 
     def slowest(self) -> list[tuple[tuple[str, str], dict[str, Any]]]:
         timed = [
@@ -252,6 +253,6 @@ def write_updates(folder: Path, files: dict[str, Path], results: list[Result]) -
         ]
         name = files[target].name if target in files else f"{target}.expectations.yaml"
         path = folder / name
-        path.write_text(expectations.dumps([*kept, *new]))
+        atomic.write_text(path, expectations.dumps([*kept, *new]))
         written.append(path)
     return written

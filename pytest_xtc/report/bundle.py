@@ -22,16 +22,23 @@ bundle, no links, sizes and JSON nesting capped).
     The same for people (CI job summaries).
 ``MANIFEST.sha256``
     ``sha256sum`` lines over the three others; written last.
+
+Every file but results.jsonl is written whole or not at all (:mod:`.atomic`); a bundle
+being written holds an ``.xtc-unfinished`` mark until its manifest is written. A
+destination is refused unless it is empty, new, or a bundle this tool wrote (positively
+identified: :func:`foreign`), which is then replaced.
 """
 
 import json
+import os
+import stat
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_xtc.report import limits, summary
+from pytest_xtc.report import atomic, limits, summary
 from pytest_xtc.report.formats import FORMATS
-from pytest_xtc.report.records import RESULTS, atomic_write, clean, dumps_line, sha256_file
+from pytest_xtc.report.records import RESULTS, clean, dumps_line, sha256_file
 
 SCHEMA = 2
 KIND = "xtc-conformance-bundle"
@@ -40,6 +47,14 @@ SUMMARY = summary.NAME
 #: The files every bundle holds, and every file a bundle may hold.
 CONTENT = (RESULTS, REPORT, *(f.name for f in FORMATS if f.required))
 FILES = (RESULTS, REPORT, *(f.name for f in FORMATS), MANIFEST)
+#: Sub-directories a bundle may hold: its shrunk failures (``xtc-conformance shrink``).
+SUBDIRS = ("shrunk",)
+#: Written first, removed last: a directory holding it is a bundle this tool began.
+UNFINISHED = ".xtc-unfinished"
+UNFINISHED_TEXT = (
+    "pytest-xtc began a bundle here and did not finish it (the run stopped or could not "
+    "write); rerun with --xtc-report naming this directory to replace it\n"
+)
 
 
 class BundleError(Exception):
@@ -51,46 +66,118 @@ class BundleError(Exception):
         self.problem = problem
 
 
-def is_bundle(path: Path) -> bool:
-    return (path / MANIFEST).is_file() or (path / RESULTS).is_file()
+class WriteError(Exception):
+    """Writing a bundle file failed (a full disk, a lost mount...): ``path`` names the file,
+    ``error`` is the OSError; the file itself was left as it was (written whole or not)."""
+
+    def __init__(self, path: Path, error: OSError) -> None:
+        super().__init__(f"writing {path} failed: {error.strerror or error}")
+        self.path, self.error = path, error
+
+
+def _ours(path: Path, name: str) -> bool:
+    """True when ``name`` in ``path`` is an entry this tool writes in a bundle."""
+    if stat.S_ISLNK(os.lstat(path / name).st_mode):
+        return False
+    if name in SUBDIRS:
+        return (path / name).is_dir()
+    written = name in FILES or name == UNFINISHED
+    return (written or any(atomic.is_temp(name, f) for f in FILES)) and (path / name).is_file()
+
+
+def foreign(path: Path) -> str | None:
+    """Why directory ``path`` holds something this tool did not write, or None when it is
+    empty, a bundle this tool finished (report.json of a bundle, MANIFEST listing exactly
+    the files there) or one it began and did not finish (its UNFINISHED mark)."""
+    names = sorted(os.listdir(path))
+    strange = [n for n in names if not _ours(path, n)]
+    if strange:
+        more = f" and {len(strange) - 3} more" if len(strange) > 3 else ""
+        return f"{', '.join(map(repr, strange[:3]))}{more} not written by pytest-xtc"
+    files = [n for n in names if n in FILES]
+    if not files or UNFINISHED in names:
+        return None
+    try:
+        report = limits.loads(limits.read_text(path, REPORT), REPORT)
+        listed = _read_manifest(path)
+    except (OSError, ValueError, BundleError):
+        report, listed = None, {}
+    identified = isinstance(report, dict) and report.get("kind") == KIND and "schema" in report
+    if identified and sorted([*listed, MANIFEST]) == files:
+        return None
+    return f"{', '.join(files)} without the {REPORT} and {MANIFEST} of a bundle listing them"
 
 
 def check_destination(path: Path) -> None:
-    """Refuse a destination that holds something other than a bundle."""
-    if path.exists() and not path.is_dir():
+    """Refuse a destination that holds something other than a bundle of this tool."""
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
         raise BundleError(f"{path} exists and is not a directory; choose a new directory")
-    if path.is_dir() and any(path.iterdir()) and not is_bundle(path):
+    try:
+        problem = foreign(path) if path.is_dir() else None
+    except OSError as exc:
+        raise BundleError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if problem is not None:
         raise BundleError(
-            f"{path} is not empty and holds no XTC conformance bundle; "
-            "choose an empty or new directory (an existing bundle is replaced)"
+            f"{path} is not empty and holds no XTC conformance bundle ({problem}); choose "
+            "an empty or new directory, or move those files away (a bundle is replaced)"
         )
 
 
 def prepare(path: Path) -> None:
-    """Make ``path`` ready for a new bundle, removing the files of a previous one."""
+    """Make ``path`` ready for a new bundle: mark it unfinished, remove a previous one."""
     check_destination(path)
     path.mkdir(parents=True, exist_ok=True)
-    for name in FILES:
-        (path / name).unlink(missing_ok=True)
+    atomic.write_text(path / UNFINISHED, UNFINISHED_TEXT)
+    for name in os.listdir(path):
+        if name in FILES or any(atomic.is_temp(name, f) for f in FILES):
+            (path / name).unlink(missing_ok=True)
+
+
+def _write(path: Path, text: str) -> None:
+    try:
+        atomic.write_text(path, text)
+    except OSError as exc:
+        raise WriteError(path, exc) from None
 
 
 def finish(
     path: Path, report: dict[str, Any], records: Sequence[Mapping[str, Any]] | None = None
 ) -> None:
-    """Write report.json (and results.jsonl when given), each format, then the manifest."""
+    """Write report.json (and results.jsonl when given), each format, then the manifest,
+    each file whole; raises WriteError naming the file that could not be written."""
     if records is not None:
-        atomic_write(path / RESULTS, "".join(dumps_line(r) for r in records))
-    atomic_write(path / REPORT, json.dumps(clean(report), indent=1, sort_keys=True) + "\n")
+        _write(path / RESULTS, "".join(dumps_line(r) for r in records))
+    _write(path / REPORT, json.dumps(clean(report), indent=1, sort_keys=True) + "\n")
     if records is None:
-        records = [json.loads(line) for line in (path / RESULTS).read_text().splitlines()]
+        records = [limits.loads(line, RESULTS) for _, line in limits.lines(path, RESULTS)]
     names = [RESULTS, REPORT]
     for form in FORMATS:
         text = form.render(report, records)
         (path / form.name).unlink(missing_ok=True)
         if text is not None:
-            atomic_write(path / form.name, text)
+            _write(path / form.name, text)
             names.append(form.name)
-    atomic_write(path / MANIFEST, "".join(f"{sha256_file(path / n)}  {n}\n" for n in names))
+    try:
+        sums = "".join(f"{sha256_file(path / n)}  {n}\n" for n in names)
+    except OSError as exc:
+        raise WriteError(path / MANIFEST, exc) from None
+    _write(path / MANIFEST, sums)
+    (path / UNFINISHED).unlink(missing_ok=True)
+
+
+def failure_text(failure: WriteError, written: int, total: int, rerun: str) -> str:
+    """One line: which file of the bundle could not be written and why, what the bundle
+    kept (``written`` of ``total`` results), and how to write it again (``rerun``)."""
+    path = failure.path.parent
+    of = "" if written == total else f" of {total}"
+    kept = [f"{RESULTS} ({written}{of} result{'' if total == 1 else 's'})"] if written else []
+    kept += [n for n in FILES if n != RESULTS and (path / n).is_file()]
+    lost = [n for n in (*CONTENT, MANIFEST) if n not in kept and (n != RESULTS or not written)]
+    return (
+        f"{failure}; kept: {', '.join(kept) or 'nothing'}; not written: {', '.join(lost)} "
+        f"(the bundle is incomplete); rerun with {rerun} once the cause is fixed "
+        "(the unfinished bundle is replaced)"
+    )
 
 
 def _read_manifest(path: Path) -> dict[str, str]:
@@ -100,6 +187,8 @@ def _read_manifest(path: Path) -> dict[str, str]:
         if not sep or len(digest) != 64:
             raise BundleError(f"{MANIFEST}: line {n} is not 'sha256  file'")
         limits.check_name(name)
+        if name in manifest:
+            raise BundleError(f"{MANIFEST}: line {n} lists {name} twice")
         manifest[name] = digest
     return manifest
 

@@ -18,6 +18,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from pytest_xtc.report.text import visible
+
 PLOT = "perf.svg"
 MISSING = (
     f"{PLOT} not written: matplotlib is not installed (pip install 'pytest-xtc[report]')"
@@ -84,12 +86,13 @@ def render(records: Iterable[Mapping[str, Any]]) -> str | None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    labels = list(data)
+    keys = list(data)
+    labels = [visible(k) for k in keys]  # case ids come from case files
     width = 0.4
     x = range(len(labels))
     fig, ax = plt.subplots(figsize=(max(4.0, 0.6 * len(labels) + 2), 4.5))
-    ax.bar([i - width / 2 for i in x], [data[k][0] for k in labels], width, label="kernel")
-    ax.bar([i + width / 2 for i in x], [data[k][1] for k in labels], width, label="numpy")
+    ax.bar([i - width / 2 for i in x], [data[k][0] for k in keys], width, label="kernel")
+    ax.bar([i + width / 2 for i in x], [data[k][1] for k in keys], width, label="numpy")
     ax.set_yscale("log")
     ax.set_xticks(list(x), labels, rotation=45, ha="right", fontsize=8)
     ax.set_ylabel("median GFLOP/s (log scale; higher is faster)")

@@ -6,8 +6,9 @@ name is a plain file name inside the bundle directory (no absolute path, no ``..
 sub-directory), the file itself is a regular file and not a symbolic link (checked with
 ``lstat``, never followed), and it is at most :data:`MAX_FILE_BYTES` long. JSON is parsed
 only after its nesting depth was counted without recursion (at most
-:data:`MAX_JSON_DEPTH`), and ``results.jsonl`` lines are read one at a time, each at most
-:data:`MAX_LINE_BYTES`. Each breach raises :class:`LimitError`, whose message is one line.
+:data:`MAX_JSON_DEPTH`), an object naming a key twice is refused, and
+``results.jsonl`` lines are read one at a time, each at most :data:`MAX_LINE_BYTES`.
+Each breach raises :class:`LimitError`, whose message is one line.
 """
 
 from __future__ import annotations
@@ -119,10 +120,23 @@ def depth(text: str) -> int:
 
 
 def loads(text: str, where: str) -> Any:
-    """``json.loads`` after refusing nesting deeper than MAX_JSON_DEPTH."""
+    """``json.loads`` after refusing nesting deeper than MAX_JSON_DEPTH; an object that
+    names a key twice is refused (readers differ on which value counts)."""
     if depth(text) > MAX_JSON_DEPTH:
         raise LimitError(f"{where}: JSON nested deeper than {MAX_JSON_DEPTH} levels")
-    return json.loads(text)
+
+    def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        found: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in found:
+                raise LimitError(
+                    f"{where}: duplicate JSON key {key!r} (readers disagree on which value "
+                    "counts); the file was altered, rewrite it"
+                )
+            found[key] = value
+        return found
+
+    return json.loads(text, object_pairs_hook=unique)
 
 
 def lines(root: Path, name: str) -> Iterator[tuple[int, str]]:

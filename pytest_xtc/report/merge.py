@@ -19,6 +19,7 @@ from pytest_xtc.report.bundle import (
     FILES,
     KIND,
     SCHEMA,
+    UNFINISHED,
     BundleError,
     check_destination,
     finish,
@@ -158,7 +159,7 @@ def _swap(staging: Path, out: Path) -> None:
     if not out.exists():
         staging.rename(out)
         return
-    for name in FILES:
+    for name in (*FILES, UNFINISHED):
         (out / name).unlink(missing_ok=True)
     for name in FILES:
         if (staging / name).is_file():

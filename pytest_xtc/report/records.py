@@ -6,11 +6,11 @@ import enum
 import hashlib
 import json
 import math
-import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from pytest_xtc.report.atomic import LineAppender
 
 RESULTS = "results.jsonl"
 CHUNK = 1 << 20
@@ -39,33 +39,22 @@ def dumps_line(record: Mapping[str, Any]) -> str:
 
 
 class ResultsWriter:
-    """Appends one line per finished case to ``results.jsonl``, durably."""
+    """Appends one line per finished case to ``results.jsonl``, each synced; a line the
+    disk refuses is cut off again, the writer closed and the OSError raised."""
 
     def __init__(self, path: Path) -> None:
-        self._file = (path / RESULTS).open("w", encoding="utf-8")
+        self._lines = LineAppender(path / RESULTS)
+
+    @property
+    def written(self) -> int:
+        """How many results the file holds whole."""
+        return self._lines.lines
 
     def write(self, record: Mapping[str, Any]) -> None:
-        self._file.write(dumps_line(record))
-        self._file.flush()
-        os.fsync(self._file.fileno())
+        self._lines.append(dumps_line(record))
 
     def close(self) -> None:
-        if not self._file.closed:
-            self._file.close()
-
-
-def atomic_write(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as file:
-            file.write(text)
-            file.flush()
-            os.fsync(file.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp's 0600 is for secrets; a bundle is for sharing
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        self._lines.close()
 
 
 def sha256_file(path: Path) -> str:

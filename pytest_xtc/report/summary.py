@@ -1,7 +1,12 @@
-"""``summary.md``: a bundle's report as Markdown, for people and CI job summaries."""
+"""``summary.md``: a bundle's report as Markdown, for people and CI job summaries.
+
+Every string that came from outside this module (names, reasons, URLs, versions) goes
+through :func:`~pytest_xtc.report.text.markdown`: it cannot add lines, cells or markup.
+"""
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections import defaultdict
 from collections.abc import Mapping
@@ -9,6 +14,7 @@ from typing import Any
 
 from pytest_xtc.report import checks
 from pytest_xtc.report.profiles import PROFILES
+from pytest_xtc.report.text import Markdown, markdown
 from pytest_xtc.report.verdicts import HOLDS, NOT_APPLICABLE, run_not_certifying, run_problems
 
 NAME = "summary.md"
@@ -16,12 +22,19 @@ COUNTS = ("passed", "failed", "skipped", "not-supported", "waived", "missing")
 
 
 def _row(cells: list[Any]) -> str:
-    return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
+    return "| " + " | ".join(markdown(c) for c in cells) + " |"
 
 
 def _verdict_cell(verdict: Mapping[str, Any]) -> str:
-    word = verdict["verdict"]
-    return word if word in (*HOLDS, NOT_APPLICABLE) else f"**{word}**"
+    word = markdown(verdict["verdict"])
+    return word if word in (*HOLDS, NOT_APPLICABLE) else Markdown(f"**{word}**")
+
+
+def _code(value: Any) -> str:
+    """A plain name or digest as code; anything else escaped instead (a backtick would
+    end the code span, and nothing is escaped inside one)."""
+    text = str(value)
+    return f"`{text}`" if re.fullmatch(r"[A-Za-z0-9._+-]+", text) else markdown(text)
 
 
 def _count_cell(counts: Mapping[str, int], name: str) -> str:
@@ -36,8 +49,8 @@ def render(report: Mapping[str, Any]) -> str:
     lines = [
         "# XTC conformance report",
         "",
-        f"Suite {report['suite']['name']} {report['suite']['version']}, case set "
-        f"`{case_set['sha256'][:16]}` ({case_set['count']} cases), "
+        f"Suite {markdown(report['suite']['name'])} {markdown(report['suite']['version'])}, "
+        f"case set {_code(case_set['sha256'][:16])} ({markdown(case_set['count'])} cases), "
         f"{sum(report['totals'].get(s, 0) for s in COUNTS if s != 'missing')} results.",
         "",
     ]
@@ -58,13 +71,13 @@ def render(report: Mapping[str, Any]) -> str:
     why = []
     for name, entry in report["targets"].items():
         general = run_problems(report, name)
-        why += [f"- **{name}**: {p}" for p in general]
+        why += [f"- **{markdown(name)}**: {markdown(p)}" for p in general]
         for profile in PROFILES:
             verdict = entry["verdicts"][profile]
             if verdict["verdict"] in HOLDS or verdict["reasons"] == ["no required case"]:
                 continue
             own = [r for r in verdict["reasons"] if r not in general]
-            why += [f"- **{name}** {profile}: {r}" for r in own]
+            why += [f"- **{markdown(name)}** {profile}: {markdown(r)}" for r in own]
     if why:
         lines += ["", "## Why not conformant", "", *why]
     lines += _waivers(report)
@@ -77,7 +90,8 @@ def checks_section(report: Mapping[str, Any]) -> list[str]:
     """Guard-band coverage and effective mantissa bits, per target."""
     records = [r for entry in report["targets"].values() for r in entry["results"]]
     found = checks.by_target(records)
-    lines = [f"- {line}" for target in sorted(found) for line in found[target].lines(target)]
+    lines = [f"- {markdown(line)}" for target in sorted(found)
+             for line in found[target].lines(target)]
     if not lines:
         return []
     return ["", "## What the checks saw", "", *lines, "",
@@ -108,15 +122,16 @@ def _waivers(report: Mapping[str, Any]) -> list[str]:
     lines: list[str] = []
     if waived:
         lines += ["", "## Waived", ""]
-        lines += [f"- {t}-{c} (waiver `{w}`: {by_id.get(w, {}).get('url', '?')})"
-                  for t, c, w in waived]
+        lines += [f"- {markdown(f'{t}-{c}')} (waiver {_code(w)}: "
+                  f"{markdown(by_id.get(w, {}).get('url', '?'))})" for t, c, w in waived]
     used = report.get("waivers_used") or {}
     unused = [w for w in by_id if not used.get(w)]
     if unused:
         lines += ["", "## Unused waivers", "",
                   "Waivers of the suite that covered no failure in this bundle (a waiver "
                   "unused on every target it names should be removed):", ""]
-        lines += [f"- `{w}`: {by_id.get(w, {}).get('reason', '')}" for w in unused]
+        lines += [f"- {_code(w)}: {markdown(by_id.get(w, {}).get('reason', ''))}"
+                  for w in unused]
     return lines
 
 

@@ -1,14 +1,29 @@
-"""Text for people: tables that fit the terminal, times in human units, the registered
-targets and their status."""
+"""Text for people: every string shown made harmless (:func:`visible` for terminals and
+XML, :func:`markdown` for summary.md), tables that fit the terminal, times in human units,
+the registered targets and their status.
+
+Names, messages and reasons come from case files, adapters and bundles written elsewhere:
+shown raw, a newline forges a line of its own ("552 passed"), an escape sequence moves the
+cursor or recolours, U+202E reverses what follows, a ``|`` adds a table cell. Every writer
+of text for people passes such strings through here.
+"""
 
 from __future__ import annotations
 
+import re
 import textwrap
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pytest_xtc.core.adapter import TargetAdapter
+
+#: How a newline is shown inside one line.
+NEWLINE = "\u23ce"
+_NAMED = {"\n": NEWLINE, "\r": "\\r", "\t": "\\t"}
+#: Markdown's inline syntax (code, emphasis, links, HTML and entities, table cells,
+#: strikethrough), escaped with a backslash wherever untrusted text lands in summary.md.
+_MARKDOWN = re.compile(r"([\\`*_\[\]<>|~&])")
 
 WIDTH = 80
 GAP = "  "
@@ -20,6 +35,36 @@ RATIO_NOTE = (
     "time/numpy: the kernel's median time over numpy's for the same graph "
     "(above 1: slower than numpy)"
 )
+
+
+def _escape(char: str) -> str:
+    if char in _NAMED:
+        return _NAMED[char]
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else (
+        f"\\U{code:08x}")
+
+
+def visible(text: object) -> str:
+    """``text`` on one line, every character that is not printable (controls, escape
+    sequences, bidi and zero-width marks, line separators) shown as its escape (``\\x1b``,
+    ``\\u202e``), a newline as ⏎."""
+    text = str(text)
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else _escape(c) for c in text)
+
+
+class Markdown(str):
+    """Text already safe for summary.md (escaped, or written by this package)."""
+
+
+def markdown(text: object) -> Markdown:
+    """``text`` for summary.md: :func:`visible`, then Markdown's inline syntax escaped, so
+    that it reads as the same characters and adds no line, cell, link or emphasis."""
+    if isinstance(text, Markdown):
+        return text
+    return Markdown(_MARKDOWN.sub(r"\\\1", visible(text)))
 
 
 def _widths(header: Sequence[str], rows: Sequence[Sequence[str]], width: int) -> list[int]:
@@ -43,6 +88,8 @@ def table_lines(
 ) -> list[list[str]]:
     """The table's lines, grouped per row (the header first, then its rule): cells too
     wide for their column continue on the next lines, within the column."""
+    header = [visible(h) for h in header]
+    rows = [[visible(c) for c in row] for row in rows]
     widths = _widths(header, rows, width)
     groups: list[list[str]] = []
     for row in [header, ["-" * w for w in widths], *rows]:
