@@ -28,6 +28,7 @@ from pytest_xtc.core.execution.runner import run_case
 from pytest_xtc.core.outcome import Status
 from pytest_xtc.targets import nvgpu
 from pytest_xtc.targets.nvgpu import NoGpuKernel, NvgpuTarget
+from pytest_xtc.targets.toolchains import cuda, gpu_binary
 from tests.conftest import fake_executable, spec_of
 
 FAKE_NVCC_VERSION = "12.4.131"
@@ -69,7 +70,7 @@ class Fake:
         fake_executable(self.root / "driver" / "nvidia-smi", f"printf '{lines}'\nexit {exit_code}")
         self.monkeypatch.setenv("PATH", str(self.root / "driver"))
         stand_in = ctypes.util.find_library("c") or "libc.so.6"
-        self.monkeypatch.setattr(nvgpu, "LIBCUDA", stand_in if libcuda else "libcuda-absent.so.1")
+        self.monkeypatch.setattr(cuda, "LIBCUDA", stand_in if libcuda else "libcuda-absent.so.1")
 
 
 @pytest.fixture
@@ -80,7 +81,7 @@ def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Fake:
     monkeypatch.setenv("CUDA_INSTALL_DIR", str(tmp_path / "no-cuda"))
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    monkeypatch.setattr(nvgpu, "LIBCUDA", "libcuda-absent.so.1")
+    monkeypatch.setattr(cuda, "LIBCUDA", "libcuda-absent.so.1")
     return Fake(tmp_path, monkeypatch)
 
 
@@ -116,7 +117,7 @@ def test_fake_missing_toolkit_names_what_was_looked_for(fake: Fake, tmp_path: Pa
 def test_fake_default_toolkit_dir_without_env(fake: Fake, monkeypatch: pytest.MonkeyPatch,
                                               tmp_path: Path) -> None:
     monkeypatch.delenv("CUDA_INSTALL_DIR")
-    monkeypatch.setattr(nvgpu, "DEFAULT_CUDA_DIR", tmp_path / "usr-local-cuda")
+    monkeypatch.setattr(cuda, "DEFAULT_CUDA_DIR", tmp_path / "usr-local-cuda")
     probe = adapter(arch="sm_90").probe()
     assert probe.tier is Tier.UNAVAILABLE
     assert str(tmp_path / "usr-local-cuda" / "bin") in probe.reason
@@ -365,7 +366,7 @@ def test_compile_artifact_for_another_arch_fails(compiled: Callable) -> None:
 def test_compile_gpu_binary_is_an_sm90_cubin_shipped_in_the_library(compiled: Callable) -> None:
     artifact = compiled(case("conv2d-float32-1x9x9x3-3x3x8-s2-p1-none"))
     lowered = (artifact.directory / "temps" / "kernel.llvm.mlir").read_text()
-    binaries, launched = placement.with_module(lowered, nvgpu._gpu_objects)
+    binaries, launched = placement.with_module(lowered, gpu_binary.gpu_objects)
     assert binaries and set(binaries) <= launched
     for objects in binaries.values():
         for _, blob in objects:

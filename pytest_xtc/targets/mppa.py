@@ -4,7 +4,7 @@ Needs the Kalray toolchain (``KALRAY_TOOLCHAIN_DIR`` with ``bin/kvx-cos-gcc``) a
 ``mlir_mppa`` and ``mlir_sdist`` Python modules, none of them on the public package index.
 XTC cannot compile for MPPA without them, so there is no compile-only tier.
 
-XTC pitfalls handled here (XTC 0.3.2):
+XTC pitfalls handled here (XTC 0.3.2), the first two in :mod:`.toolchains.kalray`:
 
 - ``xtc.runtimes.accelerator.mppa`` calls ``os.getlogin()`` at import (for a default work
   dir this adapter never uses); without a controlling terminal that raises ``OSError``. The
@@ -19,18 +19,9 @@ XTC pitfalls handled here (XTC 0.3.2):
 
 from __future__ import annotations
 
-import getpass
-import importlib
-import importlib.util
-import os
 import platform as host_platform
-import shutil
-import subprocess
-import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
-from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from pytest_xtc.core.adapter import (
@@ -47,6 +38,8 @@ from pytest_xtc.core.adapter import (
 )
 from pytest_xtc.core.cases.case import DEVICE, HOST, Case
 from pytest_xtc.core.execution import xtc_env
+from pytest_xtc.targets.toolchains import kalray
+from pytest_xtc.targets.toolchains.kalray import RUNTIME_MODULE, SIMULATORS, import_runtime
 
 if TYPE_CHECKING:
     import numpy as np
@@ -55,9 +48,6 @@ PLATFORMS = ("iss", "qemu", "hw")
 ARCHS = ("kv3-1", "kv3-2")
 DEFAULT_PLATFORM = "hw"  # XTC's own default
 DEFAULT_ARCH = "kv3-2"
-RUNTIME_MODULE = "xtc.runtimes.accelerator.mppa"
-#: Launched by XTC through the shell (so found on PATH) for each simulated platform.
-SIMULATORS = {"iss": "kvx-cluster", "qemu": "kvx-qemu-offload-bridge"}
 #: Seconds for (compile, run) of one case. Compiling is mppa-opt, two C compilers and two
 #: links whatever the platform; the first run of a process also builds XTC's runtime and
 #: boots the board or simulator. The ISS simulates instruction by instruction (a large
@@ -69,7 +59,10 @@ MESH_STEPS: tuple[tuple[str, tuple[Any, ...]], ...] = (
     ("define_memory_mesh", ({"mx": 1, "my": 1},)),
     ("define_processor_mesh", ({"px": 1, "py": 1, "psx": 1, "psy": 1},)),
 )
-_import_lock = threading.Lock()
+__all__ = [  # the names this module has always offered, the toolchain's from toolchains/
+    "ARCHS", "DEFAULT_ARCH", "DEFAULT_PLATFORM", "MESH_STEPS", "PLATFORMS", "RUNTIME_MODULE",
+    "SIMULATORS", "TIME_LIMITS", "MppaTarget", "import_runtime",
+]
 
 
 class MppaTarget(TargetAdapter):
@@ -114,97 +107,69 @@ class MppaTarget(TargetAdapter):
                 Tier.UNAVAILABLE, f"unknown MPPA architecture {self.arch!r} (choose kv3-1 or kv3-2)"
             )
         versions = {"mppa-platform": self.platform, "mppa-arch": self.arch}
-
-        def missing(reason: str) -> Probe:
-            return Probe(Tier.UNAVAILABLE, reason, dict(versions))
-
-        toolchain = os.environ.get("KALRAY_TOOLCHAIN_DIR")
-        if not toolchain:
-            return missing(
-                "KALRAY_TOOLCHAIN_DIR is not set (needs the Kalray toolchain with kvx-cos-gcc)"
-            )
-        gcc = Path(toolchain) / "bin" / "kvx-cos-gcc"
-        if not gcc.is_file():
-            return missing(f"{gcc} not found (KALRAY_TOOLCHAIN_DIR must hold the Kalray toolchain)")
-        ok, out = _command([str(gcc), "--version"])
-        if not ok:
-            return missing(f"{gcc} --version failed: {out}")
-        versions["kvx-cos-gcc"] = out
-
-        for name in ("mlir_mppa", "mlir_sdist"):
-            location = _module_dir(name)
-            if location is None:
-                return missing(f"Python module {name} not found (XTC's MPPA backend needs it)")
-            versions[name] = str(location)
-        tools = Path(versions["mlir_mppa"]) / "bin"
-        for tool in ("mppa-opt", "mppa-translate"):
-            if not (tools / tool).is_file():
-                return missing(f"{tools / tool} not found (mlir_mppa is incomplete)")
-
+        reason = kalray.find_toolchain(versions)
         device = ""
-        if self.platform == "hw":
-            reason, device = self._board(versions)
-            if reason:
-                return missing(reason)
-        else:
-            simulator = SIMULATORS[self.platform]
-            found = shutil.which(simulator)
-            if found is None:
-                return missing(
-                    f"{simulator} not found on PATH (XTC runs the MPPA {self.platform} "
-                    "simulator with it; add $KALRAY_TOOLCHAIN_DIR/bin to PATH)"
-                )
-            device = f"Kalray {self.platform.upper()} simulator ({found}), {self.arch}"
+        if not reason:
+            reason, device = self._find_device(versions)
+        if not reason:
+            reason = self._check_xtc(versions)
+        if not reason:
+            reason = self._claim(versions)
+        if reason:
+            return Probe(Tier.UNAVAILABLE, reason, dict(versions))
+        return Probe(Tier.EXECUTE, "", versions, device=device)
 
+    def _find_device(self, versions: dict[str, str]) -> tuple[str, str]:
+        """(why no board or simulator can be used, or "", the device's description)."""
+        if self.platform != "hw":
+            reason, found = kalray.find_simulator(self.platform)
+            if reason:
+                return reason, ""
+            return "", f"Kalray {self.platform.upper()} simulator ({found}), {self.arch}"
+        reason, board = kalray.find_board(self.ordinal)
+        if reason:
+            return reason, ""
+        versions["kvx-board-diag"] = board
+        return "", f"MPPA board 0 ({board}), {self.arch}"
+
+    def _check_xtc(self, versions: dict[str, str]) -> str:
+        """Why XTC cannot run this arch and firmware, or "" with XTC's versions and the
+        firmware added to ``versions``."""
         try:
             xtc_env.import_mlir_backend()
             runtime = import_runtime()
         except ImportError as exc:
-            return missing(str(exc))
+            return str(exc)
         versions.update(xtc_env.versions())
-        code_arch = _code_arch()
+        code_arch = kalray.code_arch()
         if self.arch != code_arch:
-            return missing(
+            return (
                 f"XTC compiles MPPA code for {code_arch} only (MlirMppaTarget.arch()), so "
                 f"MPPA arch {self.arch} cannot be certified"
             )
         known = list(runtime.config.VALID_FIRMWARES)
         if self.firmware is not None and self.firmware not in known:
-            return missing(
-                f"unknown MPPA firmware {self.firmware!r} (XTC knows {', '.join(known)})"
-            )
+            return f"unknown MPPA firmware {self.firmware!r} (XTC knows {', '.join(known)})"
         versions["mppa-firmware"] = self.firmware or runtime.config.DEFAULT_FIRMWARE
-        # XTC's MppaDevice is one per process: the first MPPA target found available claims
-        # it; another platform (or arch, firmware) in the same process would fail each case.
+        return ""
+
+    def _claim(self, versions: dict[str, str]) -> str:
+        """Claim the process's MppaDevice, or say why another MPPA target already did.
+
+        XTC's MppaDevice is one per process: the first MPPA target found available claims
+        it; another platform (or arch, firmware) in the same process would fail each case.
+        """
         wanted = (self.platform, self.arch, versions["mppa-firmware"])
         claimed = MppaTarget._claimed
         if claimed is not None and claimed[0] != wanted:
-            return missing(
+            return (
                 f"this process already runs MPPA {'/'.join(claimed[0])} for target "
                 f"{claimed[1]} and XTC's MppaDevice is one per process: run {self.name} "
                 "in another pytest run"
             )
         if claimed is None:
             MppaTarget._claimed = (wanted, self.name)
-        return Probe(Tier.EXECUTE, "", versions, device=device)
-
-    def _board(self, versions: dict[str, str]) -> tuple[str, str]:
-        """(why no usable board, or "", the board's description)."""
-        diag = shutil.which("kvx-board-diag")
-        if diag is None:
-            return "kvx-board-diag not found on PATH (platform hw needs it to find a board)", ""
-        ok, out = _command([diag, "--list-board"], timeout=60.0, first_line=False)
-        if not ok:
-            return f"kvx-board-diag --list-board failed: {out}", ""
-        if "No Available board" in out or not out.strip():  # XTC's own test
-            return "kvx-board-diag reports no MPPA board", ""
-        if self.ordinal != 0:
-            return (
-                f"MPPA board {self.ordinal} cannot be used: XTC's MppaDevice drives board 0 only "
-                "(its device_id() is 0)", ""
-            )
-        versions["kvx-board-diag"] = out.strip().splitlines()[0]
-        return "", f"MPPA board 0 ({versions['kvx-board-diag']}), {self.arch}"
+        return ""
 
     # -- what the target supports -----------------------------------------------------------
 
@@ -225,7 +190,7 @@ class MppaTarget(TargetAdapter):
 
     def compile(self, case: Case, workdir: Path) -> Artifact:
         device = self.device(workdir)
-        with self._xtc_env():
+        with kalray.platform_env(self.platform):
             module = xtc_env.compile_case(
                 case, workdir, target=device, device=device, extra_steps=MESH_STEPS
             )
@@ -246,7 +211,7 @@ class MppaTarget(TargetAdapter):
         timing: Timing = ONCE,
     ) -> RunResult:
         # XTC's MPPA evaluator takes one call per measurement and no minimum duration.
-        with self._xtc_env():
+        with kalray.platform_env(self.platform):
             return xtc_env.evaluate(artifact.handle, inputs, outputs, Timing(timing.repeat, 1, 0))
 
     def device(self, workdir: Path) -> Any:
@@ -256,7 +221,7 @@ class MppaTarget(TargetAdapter):
             return self._device
         runtime = import_runtime()
         existing = getattr(runtime.MppaDevice, "_instance", None)
-        with self._xtc_env():
+        with kalray.platform_env(self.platform):
             if existing is not None:
                 config = existing.config
                 wanted = (self.platform, self.arch, self.firmware or config.firmware)
@@ -281,24 +246,6 @@ class MppaTarget(TargetAdapter):
                 raise RuntimeError(f"XTC's MppaDevice cannot be made: {exc}") from exc
         return self._device
 
-    @contextmanager
-    def _xtc_env(self) -> Iterator[None]:
-        """``PLATFORM`` set for XTC's MppaConfig, ``CLEAN_WORK_DIR`` off (it would remove
-        XTC's default work dir), and XTC's ``exit(1)`` turned into an error."""
-        saved = {name: os.environ.get(name) for name in ("PLATFORM", "CLEAN_WORK_DIR")}
-        os.environ["PLATFORM"] = self.platform
-        os.environ.pop("CLEAN_WORK_DIR", None)
-        try:
-            yield
-        except SystemExit as exc:
-            raise RuntimeError(f"XTC's MPPA code called exit({exc.code})") from exc
-        finally:
-            for name, value in saved.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
-
 
 def _platform(base: str, option: str | None) -> tuple[str, str]:
     """(platform, why the selection is wrong or ""): ``mppa-iss`` names its platform, plain
@@ -315,68 +262,3 @@ def _platform(base: str, option: str | None) -> tuple[str, str]:
         )
     return chosen, ""
 
-
-def _command(
-    argv: list[str], timeout: float = 30.0, first_line: bool = True
-) -> tuple[bool, str]:
-    """(whether ``argv`` succeeded, its output or why not)."""
-    try:
-        done = subprocess.run(
-            argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
-        )
-    except (OSError, subprocess.SubprocessError) as exc:
-        return False, f"{type(exc).__name__}: {exc}"
-    out = (done.stdout or done.stderr).strip()
-    if done.returncode != 0:
-        return False, f"exit status {done.returncode}: {out[:200]}"
-    return True, out.splitlines()[0] if first_line and out else out
-
-
-def _code_arch() -> str:
-    """The arch XTC's MPPA target compiles for (kv3-2 in XTC 0.3.2, whatever MppaConfig says)."""
-    from xtc.backends.mlir.MlirTarget.MlirMppaTarget import MlirMppaTarget
-
-    return str(MlirMppaTarget.__new__(MlirMppaTarget).arch())  # needs no state
-
-
-def _module_dir(name: str) -> Path | None:
-    """Where module ``name`` lies, found without importing it."""
-    try:
-        spec = importlib.util.find_spec(name)
-    except (ImportError, ValueError):
-        return None
-    if spec is None:
-        return None
-    if spec.submodule_search_locations:
-        return Path(next(iter(spec.submodule_search_locations)))
-    return Path(spec.origin).parent if spec.origin else None
-
-
-def import_runtime() -> ModuleType:
-    """XTC's MPPA runtime module; ImportError with the cause when it cannot load.
-
-    It calls ``os.getlogin()`` at import, which fails without a controlling terminal: the
-    import is then retried with ``getpass.getuser()`` standing in for it.
-    """
-    with _import_lock:
-        try:
-            return importlib.import_module(RUNTIME_MODULE)
-        except OSError as exc:
-            first = exc
-        except SystemExit as exc:
-            raise ImportError(f"importing {RUNTIME_MODULE} called exit({exc.code})") from exc
-        try:
-            user = getpass.getuser()
-        except Exception as exc:
-            raise ImportError(
-                f"{RUNTIME_MODULE} calls os.getlogin() at import, which failed ({first}), "
-                f"and getpass.getuser() found no user name either ({exc})"
-            ) from first
-        login = os.getlogin
-        os.getlogin = lambda: user
-        try:
-            return importlib.import_module(RUNTIME_MODULE)
-        except (OSError, SystemExit) as exc:
-            raise ImportError(f"{RUNTIME_MODULE} does not import: {exc!r}") from exc
-        finally:
-            os.getlogin = login

@@ -12,14 +12,9 @@ the adapter adds one ``parallelize`` step to the case's schedule (see :func:`gpu
 
 from __future__ import annotations
 
-import ctypes
 import math
 import os
 import platform
-import re
-import shutil
-import struct
-import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -42,33 +37,37 @@ from pytest_xtc.core.adapter import (
 )
 from pytest_xtc.core.cases.case import DEVICE, HOST, Case
 from pytest_xtc.core.execution import placement, xtc_env
+from pytest_xtc.targets.toolchains.cuda import ARCH as _ARCH
+from pytest_xtc.targets.toolchains.cuda import (
+    DEFAULT_CUDA_DIR,
+    LIBCUDA,
+    GpuInfo,
+    find_gpus,
+    find_toolkit,
+    nvcc_archs,
+    nvcc_info,
+    unknown_arch,
+    visible_devices_conflict,
+)
+from pytest_xtc.targets.toolchains.gpu_binary import (
+    EM_CUDA,
+    FATBIN_MAGIC,
+    check_gpu_binary,
+    cubin_archs,
+)
+
+__all__ = [  # the names this module has always offered, the CUDA ones from toolchains/
+    "ARCH_OPTION", "DEFAULT_CUDA_DIR", "EM_CUDA", "FATBIN_MAGIC", "LIBCUDA", "Compiled",
+    "GpuInfo", "NoGpuKernel", "NvgpuDevice", "NvgpuTarget", "check_gpu_binary", "cubin_archs",
+    "evaluate", "find_gpus", "find_toolkit", "gpu_steps", "nvcc_archs", "nvcc_info",
+]
 
 ARCH_OPTION = "nvgpu-arch"
-DEFAULT_CUDA_DIR = Path("/usr/local/cuda")
-LIBCUDA = "libcuda.so.1"  # the driver library the CUDA runtime loads
-_ARCH = re.compile(r"^sm_(\d+)(\d)$")  # sm_<major><minor>: sm_90 is compute capability 9.0
-_LOWERED_IR = "temps/kernel.llvm.mlir"  # XTC's save_temps copy of the NVVM-lowered module
-EM_CUDA = 190  # ELF machine of a cubin
-FATBIN_MAGIC = 0xBA55ED50
 _ptx_versions: dict[tuple[str, str], str] = {}  # (arch, toolkit) -> XTC's PTX version
 
 
 class NoGpuKernel(RuntimeError):
     """The schedule leaves no loop that XTC could map to the GPU."""
-
-
-@dataclass(frozen=True)
-class GpuInfo:
-    """One GPU as ``nvidia-smi`` lists it."""
-
-    index: int
-    name: str
-    compute_cap: str  # "9.0"; "" when nvidia-smi does not say
-    driver: str = ""
-
-    @property
-    def arch(self) -> str:
-        return "sm_" + self.compute_cap.replace(".", "") if self.compute_cap else ""
 
 
 @dataclass(frozen=True)
@@ -134,7 +133,7 @@ class NvgpuTarget(TargetAdapter):
         if nvcc_version is None:
             return Probe(Tier.UNAVAILABLE, problem, versions)
         versions["nvcc"] = nvcc_version
-        if arch is not None and (unknown := _unknown_arch(toolkit, nvcc_version, arch)):
+        if arch is not None and (unknown := unknown_arch(toolkit, nvcc_version, arch)):
             return Probe(Tier.UNAVAILABLE, unknown, versions)
         try:
             xtc_env.import_mlir_backend()
@@ -151,7 +150,7 @@ class NvgpuTarget(TargetAdapter):
             if ordinal >= len(gpus):
                 return Probe(Tier.UNAVAILABLE, f"{self.name}: no GPU with ordinal {ordinal} "
                              f"(nvidia-smi lists {listed})", versions)
-            conflict = _visible_devices_conflict(ordinal)
+            conflict = visible_devices_conflict(ordinal)
             if conflict:
                 return Probe(Tier.UNAVAILABLE, conflict, versions)
             gpu = gpus[ordinal]
@@ -159,7 +158,7 @@ class NvgpuTarget(TargetAdapter):
             if not _ARCH.match(target_arch):
                 return Probe(Tier.UNAVAILABLE, "nvidia-smi gives no compute capability for GPU "
                              f"{ordinal} ({gpu.name}); pass --xtc-{ARCH_OPTION}=sm_XX", versions)
-            if unknown := _unknown_arch(toolkit, nvcc_version, target_arch):
+            if unknown := unknown_arch(toolkit, nvcc_version, target_arch):
                 return Probe(Tier.UNAVAILABLE, unknown, versions)
             self._device = NvgpuDevice(target_arch, ordinal, gpu.name)
             note = f", compiled for {target_arch}" if arch and arch != gpu.arch else ""
@@ -233,89 +232,6 @@ class NvgpuTarget(TargetAdapter):
     ) -> RunResult:
         compiled: Compiled = artifact.handle
         return evaluate(compiled, _gpu_runtime(self.ordinal()), inputs, outputs, timing)
-
-
-# -- the toolkit and the driver ------------------------------------------------------------
-
-
-def find_toolkit() -> tuple[Path | None, str]:
-    """The CUDA toolkit (``CUDA_INSTALL_DIR``, else /usr/local/cuda) with nvcc and ptxas, or
-    None and what was looked for."""
-    from_env = os.environ.get("CUDA_INSTALL_DIR")
-    root = Path(from_env) if from_env else DEFAULT_CUDA_DIR
-    where = f"CUDA_INSTALL_DIR={from_env}" if from_env else "CUDA_INSTALL_DIR unset"
-    missing = [t for t in ("nvcc", "ptxas") if not os.access(root / "bin" / t, os.X_OK)]
-    if missing:
-        return None, (f"no CUDA toolkit: {' and '.join(missing)} not found in {root / 'bin'} "
-                      f"(looked in {where})")
-    return root, ""
-
-
-def nvcc_info(toolkit: Path) -> tuple[str | None, str]:
-    """nvcc's version (``13.0.88``), or None and why."""
-    nvcc = toolkit / "bin" / "nvcc"
-    try:
-        done = subprocess.run([str(nvcc), "--version"], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.SubprocessError) as exc:
-        return None, f"{nvcc} does not run: {exc}"
-    match = re.search(r"release [\d.]+, V([\d.]+)", done.stdout)
-    if done.returncode != 0 or match is None:
-        said = (done.stderr or done.stdout).strip()[:200]
-        return None, f"{nvcc} --version failed (exit {done.returncode}): {said}"
-    return match[1], ""
-
-
-def nvcc_archs(toolkit: Path) -> list[str]:
-    """The ``sm_XX`` nvcc compiles for; empty when it does not say."""
-    try:
-        done = subprocess.run([str(toolkit / "bin" / "nvcc"), "--list-gpu-code"],
-                              capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.SubprocessError):
-        return []
-    return re.findall(r"^sm_\d+$", done.stdout, re.MULTILINE) if done.returncode == 0 else []
-
-
-def _unknown_arch(toolkit: Path, nvcc_version: str, arch: str) -> str:
-    codes = nvcc_archs(toolkit)
-    if codes and arch not in codes:
-        return f"nvcc {nvcc_version} cannot compile for {arch} (it knows {', '.join(codes)})"
-    return ""
-
-
-def find_gpus() -> tuple[list[GpuInfo], str]:
-    """The GPUs a working driver shows (nvidia-smi answers, libcuda loads), or none and why."""
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
-        return [], "nvidia-smi not found on PATH"
-    query = ["--query-gpu=index,name,compute_cap,driver_version", "--format=csv,noheader"]
-    try:
-        done = subprocess.run([smi, *query], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.SubprocessError) as exc:
-        return [], f"nvidia-smi does not run: {exc}"
-    if done.returncode != 0:
-        said = (done.stderr or done.stdout).strip()[:200]
-        return [], f"nvidia-smi failed (exit {done.returncode}): {said}"
-    gpus = []
-    for line in done.stdout.splitlines():
-        fields = [f.strip() for f in line.split(",")]
-        if len(fields) == 4 and fields[0].isdigit():
-            cap = fields[2] if re.fullmatch(r"\d+\.\d", fields[2]) else ""
-            gpus.append(GpuInfo(int(fields[0]), fields[1], cap, fields[3]))
-    if not gpus:
-        return [], f"nvidia-smi lists no GPU: {done.stdout.strip()[:200]!r}"
-    try:
-        ctypes.CDLL(LIBCUDA)
-    except OSError as exc:
-        return [], f"the CUDA driver library does not load: {exc}"
-    return gpus, ""
-
-
-def _visible_devices_conflict(ordinal: int) -> str:
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is None or visible.strip() == str(ordinal):
-        return ""
-    return (f"CUDA_VISIBLE_DEVICES={visible!r} conflicts with GPU {ordinal}: unset it, or "
-            f"select nvgpu[N] with CUDA_VISIBLE_DEVICES=N")
 
 
 # -- what XTC gets -------------------------------------------------------------------------
@@ -396,80 +312,6 @@ def _pinned_compiler() -> type:
             self._target = PinnedNVGPUTarget(self._config, device)
 
     return PinnedCompiler
-
-
-# -- the artifact --------------------------------------------------------------------------
-
-
-def check_gpu_binary(directory: Path, arch: str) -> None:
-    """Raise AssertionError unless the compiled module holds a GPU binary for ``arch`` that
-    its host code launches, and the shared library ships it."""
-    lowered = directory / _LOWERED_IR
-    library = directory / "kernel.so"
-    for path in (lowered, library):
-        if not path.is_file():
-            raise AssertionError(f"no {path.name} in {directory}")
-    binaries, launched = placement.with_module(lowered.read_text(), _gpu_objects)
-    if not binaries:
-        raise AssertionError(f"{lowered.name}: no gpu.binary, XTC produced host code only")
-    shipped = library.read_bytes()
-    for name, objects in binaries.items():
-        if name not in launched:
-            raise AssertionError(f"gpu.binary @{name} is never launched (gpu.launch_func)")
-        for target, blob in objects:
-            chip = re.search(r'chip = "([^"]+)"', target)
-            if not target.startswith("#nvvm.target") or chip is None or chip[1] != arch:
-                raise AssertionError(f"gpu.binary @{name} targets {target}, not {arch}")
-            archs = cubin_archs(blob)
-            if arch not in archs:
-                raise AssertionError(f"gpu.binary @{name} holds no {arch} cubin "
-                                     f"(found: {', '.join(archs) or 'none'})")
-            if blob not in shipped:
-                raise AssertionError(f"{library.name} does not contain gpu.binary @{name}")
-
-
-def _gpu_objects(module: Any) -> tuple[dict[str, list[tuple[str, bytes]]], set[str]]:
-    """Per gpu.binary its (target, bytes) objects, and the binaries gpu.launch_func names."""
-    from mlir.dialects.gpu import ObjectAttr
-    from mlir.ir import StringAttr, SymbolRefAttr
-
-    binaries: dict[str, list[tuple[str, bytes]]] = {}
-    launched: set[str] = set()
-    for op in placement.walk(module):
-        if op.name == "gpu.binary":
-            name = StringAttr(op.attributes["sym_name"]).value
-            objects = [ObjectAttr(o) for o in op.attributes["objects"]]
-            binaries[name] = [(str(o.target), bytes(o.object)) for o in objects]
-        elif op.name == "gpu.launch_func":
-            launched.add(SymbolRefAttr(op.attributes["kernel"]).value[0])
-    return binaries, launched
-
-
-def cubin_archs(blob: bytes) -> list[str]:
-    """The ``sm_XX`` of the CUDA ELF images in a fatbin, or of a bare cubin."""
-    if blob[:4] == b"\x7fELF":
-        return [f"sm_{_cubin_sm(blob)}"] if _elf_machine(blob) == EM_CUDA else []
-    if len(blob) < 16 or struct.unpack_from("<I", blob)[0] != FATBIN_MAGIC:
-        return []
-    header_size, fat_size = struct.unpack_from("<HQ", blob, 6)
-    archs, offset, end = [], header_size, min(len(blob), header_size + fat_size)
-    while offset + 0x20 <= end:
-        kind, _, entry_header, payload = struct.unpack_from("<HHIQ", blob, offset)
-        sm = struct.unpack_from("<I", blob, offset + 0x1C)[0]
-        if kind == 2:  # an ELF image, as opposed to PTX text
-            archs.append(f"sm_{sm}")
-        if entry_header == 0:
-            break
-        offset += entry_header + payload
-    return archs
-
-
-def _elf_machine(blob: bytes) -> int:
-    return struct.unpack_from("<H", blob, 18)[0]
-
-
-def _cubin_sm(blob: bytes) -> int:
-    return (struct.unpack_from("<I", blob, 48)[0] >> 8) & 0xFF  # e_flags of a 64-bit ELF
 
 
 # -- running -------------------------------------------------------------------------------
