@@ -27,11 +27,12 @@ import numpy as np
 from pytest_xtc.core.adapter import ONCE, InfrastructureError, TargetAdapter
 from pytest_xtc.core.cases import graphs, values
 from pytest_xtc.core.cases.case import Case
-from pytest_xtc.core.execution import guard, placement
+from pytest_xtc.core.execution import guard, placement, transfer
 from pytest_xtc.core.execution.settings import Settings
 from pytest_xtc.core.outcome import Phase
 
 LOCK_DIR_ENV = "XTC_LOCK_DIR"
+Allocate = Callable[[Any, Any], np.ndarray]  # (shape, dtype) -> an uninitialised array
 
 
 @dataclass
@@ -57,6 +58,7 @@ class Work:
     calls: list[Call] = field(default_factory=list)  # one per input set, the timed first
     second: list[np.ndarray] | None = None  # outputs of the repeat-check run
     guarded: bool = False  # operands lay inside guard bands
+    notes: list[str] = field(default_factory=list)  # what the worker did after the case
 
     @property
     def inputs(self) -> list[np.ndarray]:
@@ -115,14 +117,17 @@ def call_kernel(
     like: list[np.ndarray],
     timing: Any,
     guarded: bool,
+    empty: Allocate = np.empty,
 ) -> tuple[Call, Any]:
     """One call on copies of ``inputs`` and fresh outputs shaped ``like`` holding the
-    unwritten sentinel, inside guard bands when ``guarded``."""
+    unwritten sentinel, inside guard bands when ``guarded``. The call's inputs are
+    ``inputs`` themselves when the kernel left their copies' bytes alone; its outputs are
+    allocated by ``empty`` (shared memory in a worker: they go back without a copy)."""
     if not guarded:
         ins = [a.copy() for a in inputs]
-        outs = [values.unwritten(o.shape, o.dtype) for o in like]
+        outs = [_unwritten(o.shape, o.dtype, empty) for o in like]
         result = adapter.run(artifact, ins, outs, timing)
-        return Call(ins, outs), result
+        return Call(_kept(inputs, ins), outs), result
     in_names = [o.name for o in graphs.inputs(case.graph)]
     out_names = [o.name for o in graphs.outputs(case.graph)]
     placed = [guard.place(n, a) for n, a in zip(in_names, inputs, strict=True)]
@@ -133,8 +138,38 @@ def call_kernel(
     views = [g.view for g in placed]
     result = adapter.run(artifact, views[: len(inputs)], views[len(inputs) :], timing)
     found = guard.check(placed)
-    copies = [np.array(v) for v in views]
-    return Call(copies[: len(inputs)], copies[len(inputs) :], found), result
+    outs = [_copy(v, empty) for v in views[len(inputs) :]]
+    return Call(_kept(inputs, views[: len(inputs)]), outs, found), result
+
+
+def _unwritten(shape: tuple[int, ...], dtype: Any, empty: Allocate) -> np.ndarray:
+    array = empty(shape, dtype)
+    values.fill_unwritten(array)
+    return array
+
+
+def _copy(array: np.ndarray, empty: Allocate) -> np.ndarray:
+    copy = empty(array.shape, array.dtype)
+    np.copyto(copy, array)
+    return copy
+
+
+def _kept(given: list[np.ndarray], after: list[np.ndarray]) -> list[np.ndarray]:
+    """Each input as the kernel left it: ``given`` itself where its bytes are the same
+    (no copy), a copy of what the kernel made of it otherwise."""
+    return [g if same_bytes(g, a) else np.array(a) for g, a in zip(given, after, strict=True)]
+
+
+def same_bytes(first: np.ndarray, second: np.ndarray, block: int = 1 << 24) -> bool:
+    """Whether two arrays of one shape and dtype hold the same bytes (NaN payloads too)."""
+    if first.shape != second.shape or first.dtype != second.dtype:
+        return False
+    one = np.ascontiguousarray(first).reshape(-1).view(np.uint8)
+    two = np.ascontiguousarray(second).reshape(-1).view(np.uint8)
+    return all(
+        np.array_equal(one[at : at + block], two[at : at + block])
+        for at in range(0, one.size, block)
+    )
 
 
 def target_work(
@@ -149,6 +184,7 @@ def target_work(
     propagates)."""
     case, workdir, inputs, outputs = request.case, request.workdir, request.inputs, request.outputs
     execute, settings = request.execute, request.settings
+    empty: Allocate = transfer.shared_empty if in_worker else np.empty
     done = Work()
     phase = Phase.COMPILE
     try:
@@ -171,15 +207,15 @@ def target_work(
             done.guarded = guarded = adapter.guarded_buffers()
             start = time.perf_counter()
             first, result = call_kernel(
-                adapter, artifact, case, inputs, outputs, settings.timing, guarded
+                adapter, artifact, case, inputs, outputs, settings.timing, guarded, empty
             )
             done.run_s = time.perf_counter() - start
             done.calls = [first]
             for more in request.more:
-                call, _ = call_kernel(adapter, artifact, case, more, outputs, ONCE, guarded)
+                call, _ = call_kernel(adapter, artifact, case, more, outputs, ONCE, guarded, empty)
                 done.calls.append(call)
             if settings.repeat_check:
-                again, _ = call_kernel(adapter, artifact, case, inputs, outputs, ONCE, guarded)
+                again, _ = call_kernel(adapter, artifact, case, inputs, outputs, ONCE, guarded, empty)
                 done.second = again.outputs
         done.phase, done.times = Phase.CHECK, result.times
     except Exception as exc:

@@ -1,0 +1,25 @@
+"""Target work in a worker forked by the adapter's host process (an
+:class:`~pytest_xtc.core.execution.remote.IsolatedAdapter`: the vendor's code never runs
+in the pytest process)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from pytest_xtc.core.execution.remote import IsolatedAdapter
+from pytest_xtc.core.execution.work import Work, WorkRequest
+from pytest_xtc.core.outcome import Phase
+
+
+class HostedExecutor:
+    shared = True
+
+    def __init__(self, adapter: IsolatedAdapter) -> None:
+        self.adapter = adapter
+
+    def run(self, request: WorkRequest, limits: Mapping[str, float]) -> Work:
+        done: Work = self.adapter.work(request, limits, Phase.COMPILE.value)
+        return done
+
+    def close(self) -> None:
+        self.adapter.stop()
