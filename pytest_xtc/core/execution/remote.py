@@ -135,7 +135,13 @@ class IsolatedAdapter(TargetAdapter):
     def prepare(self, workdir: Path) -> None:
         """Done in the host when it loads the adapter."""
 
-    def work(self, request: Any, limits: Mapping[str, float], first_phase: str) -> Any:
+    def work(
+        self,
+        request: Any,
+        limits: Mapping[str, float],
+        first_phase: str,
+        on_phase: isolation.Report | None = None,
+    ) -> Any:
         """One case's target work (``work.target_work``) in a worker the host forks;
         the host applies ``limits``, the call here the same plus a grace as a backstop.
         Raises ChildFailure as a direct worker would."""
@@ -143,7 +149,8 @@ class IsolatedAdapter(TargetAdapter):
             raise isolation.ChildFailure(first_phase, f"adapter failed to load: {self.broken}")
         backstop = {LOAD: self.limits.load, **{p: s + self.limits.grace for p, s in limits.items()}}
         try:
-            return self._host.call(("case", request, dict(limits), first_phase), backstop, LOAD)
+            request = ("case", request, dict(limits), first_phase)
+            return self._host.call(request, backstop, LOAD, on_phase)
         except isolation.ChildFailure as exc:
             if exc.phase == LOAD:
                 self.broken = _cause(exc)

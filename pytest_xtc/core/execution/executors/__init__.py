@@ -24,6 +24,7 @@ from pytest_xtc.core.execution.work import Work, WorkRequest
 class Executor(Protocol):
     adapter: TargetAdapter
     shared: bool
+    phase: str  # the phase the last (or current) case's work reported
 
     def run(self, request: WorkRequest, limits: Mapping[str, float]) -> Work: ...
 

@@ -20,6 +20,7 @@ class ForkedExecutor:
     def __init__(self, adapter: TargetAdapter) -> None:
         self.adapter = adapter
         self.worker: isolation.Worker | None = None
+        self.phase = Phase.COMPILE.value
 
     def run(self, request: WorkRequest, limits: Mapping[str, float]) -> Work:
         if self.worker is None:
@@ -27,9 +28,12 @@ class ForkedExecutor:
                 self.adapter.prepare(request.workdir.parent / f"prepare-{self.adapter.name}")
             handler = partial(target_work, self.adapter, in_worker=True)
             self.worker = isolation.Worker(handler, worker_memory_limit(self.adapter))
-        done: Work = self.worker.call(request, limits, Phase.COMPILE.value)
+        done: Work = self.worker.call(request, limits, Phase.COMPILE.value, self._enter)
         done.notes += self.worker.notes
         return done
+
+    def _enter(self, phase: str) -> None:
+        self.phase = phase
 
     def close(self) -> None:
         if self.worker is not None:

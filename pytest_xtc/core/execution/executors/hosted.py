@@ -16,10 +16,14 @@ class HostedExecutor:
 
     def __init__(self, adapter: IsolatedAdapter) -> None:
         self.adapter = adapter
+        self.phase = Phase.COMPILE.value
 
     def run(self, request: WorkRequest, limits: Mapping[str, float]) -> Work:
-        done: Work = self.adapter.work(request, limits, Phase.COMPILE.value)
+        done: Work = self.adapter.work(request, limits, Phase.COMPILE.value, self._enter)
         return done
+
+    def _enter(self, phase: str) -> None:
+        self.phase = phase
 
     def close(self) -> None:
         self.adapter.stop()

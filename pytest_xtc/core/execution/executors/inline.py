@@ -6,6 +6,7 @@ from collections.abc import Mapping
 
 from pytest_xtc.core.adapter import TargetAdapter
 from pytest_xtc.core.execution.work import Work, WorkRequest, target_work
+from pytest_xtc.core.outcome import Phase
 
 
 class InlineExecutor:
@@ -13,9 +14,14 @@ class InlineExecutor:
 
     def __init__(self, adapter: TargetAdapter) -> None:
         self.adapter = adapter
+        self.phase = Phase.COMPILE.value
 
     def run(self, request: WorkRequest, limits: Mapping[str, float]) -> Work:
-        return target_work(self.adapter, request, lambda phase: None)
+        self.phase = Phase.COMPILE.value
+        return target_work(self.adapter, request, self._enter)
+
+    def _enter(self, phase: str) -> None:
+        self.phase = phase
 
     def close(self) -> None:
         """Nothing to end."""
