@@ -341,6 +341,7 @@ class Case:
         rng = np.random.default_rng(seed)
         arrays = []
         for operand in graphs.inputs(self.graph):
+            drawn: np.ndarray
             if self.values == "exact":
                 drawn = rng.integers(-3, 4, size=operand.shape)
             elif self.values == "special":

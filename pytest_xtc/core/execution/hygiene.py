@@ -151,9 +151,10 @@ def _parents() -> dict[int, int]:
     parents: dict[int, int] = {}
     for name in os.listdir("/proc"):
         if name.isdigit():
-            with contextlib.suppress(OSError, IndexError, ValueError):
-                with open(f"/proc/{name}/stat") as stat:
-                    parents[int(name)] = int(stat.read().rsplit(")", 1)[1].split()[1])
+            with contextlib.suppress(OSError, IndexError, ValueError), open(
+                f"/proc/{name}/stat"
+            ) as stat:
+                parents[int(name)] = int(stat.read().rsplit(")", 1)[1].split()[1])
     return parents
 
 

@@ -4,13 +4,13 @@ A :class:`Worker` forks a child that inherits everything the parent prepared (im
 XTC's runtime, the adapter), then serves one request after another: each request is
 handled, and its picklable result sent back. The child reports each phase it enters, so
 the parent applies that phase's time limit; a child past its limit is killed. A child that
-dies says how (signal or exit code) and what it last printed, and the next request forks
-a fresh one, forked right after the death (outside the next case's clock).
+dies says how (signal or exit code) and what it last printed; its successor is forked
+at once, so the next case never pays for it.
 
 Transfers are not timed: the child reports the request's first phase once its inputs
 are in place, and reports ``transfer`` before it sends its result; large arrays move
-through shared memory (:mod:`transfer`). Cost: a pipe round trip and one copy of the
-arrays each way, at memory speed, plus a fork (about 3 ms) after each death.
+through shared memory (:mod:`transfer`), without a copy when they were made there. Cost:
+a pipe round trip, mapping the arrays, plus a fork (about 3 ms) after each death.
 
 Clean state: after each request the child ends the processes the handler left behind
 (it is their subreaper: daemons that ``setsid`` are found too) and compares its process
@@ -31,29 +31,44 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import faulthandler
 import gc
 import itertools
 import os
 import select
 import signal
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, BinaryIO, TypeVar
 
-from pytest_xtc.core.execution import containment, hygiene, transfer
+from pytest_xtc.core.execution import transfer
+from pytest_xtc.core.execution.containment import kill_tree
+from pytest_xtc.core.execution.serving import (
+    TRANSFER,
+    Fds,
+    Handler,
+    HandlerError,
+    Message,
+    Report,
+    child,
+    send_frame,
+)
 from pytest_xtc.core.limits import check_limit
 
-__all__ = ["ChildFailure", "HandlerError", "Worker", "available", "call_isolated", "check_limit"]
+__all__ = [
+    "TRANSFER",
+    "ChildFailure",
+    "Handler",
+    "HandlerError",
+    "Report",
+    "Worker",
+    "available",
+    "call_isolated",
+    "check_limit",
+]
 
-Report = Callable[[str], None]
-Handler = Callable[[Any, Report], Any]
 T = TypeVar("T")
 OUTPUT_TAIL = 800  # characters of the child's last output quoted in a failure
-TRANSFER = "transfer"  # the phase of moving a request in or a result out (untimed work)
 TRANSFER_S = 300.0  # its limit, a backstop: a GiB moves in about a second
 
 
@@ -68,20 +83,6 @@ class ChildFailure(Exception):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (ChildFailure, (self.phase, str(self), self.cause))
-
-
-class HandlerError(RuntimeError):
-    """The handler raised something that is not an ``Exception`` (``SystemExit``,
-    ``KeyboardInterrupt``...) or that does not pickle: its type and message, as text."""
-
-
-@dataclass
-class _Message:
-    kind: str  # "phase", "result" or "error"
-    value: Any
-    id: int = 0
-    notes: tuple[str, ...] = ()  # what the child did after the handler, said in a line each
-    retire: bool = False  # the handler changed the child's state: replace it
 
 
 def available() -> bool:
@@ -140,7 +141,7 @@ class Worker:
         packed = transfer.pack((ident, first_phase, request))
         try:
             try:
-                _send(self.requests, packed.frame)
+                send_frame(self.requests, packed.frame)
             except OSError:  # the child died between requests
                 raise ChildFailure(first_phase, *self._death(first_phase)) from None
             message = self._watch(ident, limits, on_phase, packed)
@@ -167,7 +168,7 @@ class Worker:
     def stop(self) -> None:
         """Kill the child's whole process group (and its escaped daemons), reap the child."""
         if self.pid and self.owner == os.getpid():
-            containment.kill_tree(self.pid)
+            kill_tree(self.pid)
         self._forget()
 
     def _replace(self, cause: BaseException | None) -> None:
@@ -206,8 +207,8 @@ class Worker:
         gc.freeze()  # the child's collector then leaves the parent's objects (and pages) alone
         pid = os.fork()
         if pid == 0:  # the child: never returns
-            fds = _Fds(requests_read, replies_write, lifeline_read, self.log.fileno())
-            _child(self.handler, fds, parent, self.memory_limit, self.clean)
+            fds = Fds(requests_read, replies_write, lifeline_read, self.log.fileno())
+            child(self.handler, fds, parent, self.memory_limit, self.clean)
         os.close(requests_read)
         os.close(replies_write)
         os.close(lifeline_read)
@@ -220,7 +221,7 @@ class Worker:
         limits: Mapping[str, float],
         on_phase: Report | None,
         packed: transfer.Packed,
-    ) -> _Message:
+    ) -> Message:
         """Follow the child's phase reports under their limits until its reply."""
         phase, buffer = TRANSFER, bytearray()
         if on_phase is not None:
@@ -239,7 +240,7 @@ class Worker:
             buffer += chunk
             while len(buffer) >= 8 and len(buffer) >= 8 + int.from_bytes(buffer[:8], "little"):
                 size = int.from_bytes(buffer[:8], "little")
-                message: _Message = transfer.unpack(bytes(buffer[8 : 8 + size]))
+                message: Message = transfer.unpack(bytes(buffer[8 : 8 + size]))
                 del buffer[: 8 + size]
                 if message.id != ident:  # a stale reply: never this call's
                     continue
@@ -293,116 +294,6 @@ def call_isolated(fn: Callable[[], T], limit_s: float, what: str) -> T:
         return result
     finally:
         worker.stop()
-
-
-@dataclass(frozen=True)
-class _Fds:
-    requests: int
-    replies: int
-    lifeline: int
-    log: int
-
-
-def _child(
-    handler: Handler, fds: _Fds, parent: int, memory_limit: int | None, clean: bool
-) -> None:
-    """The forked child: contain it, then serve requests until the pipe closes."""
-    code = 70
-    try:
-        os.setsid()
-        containment.die_with(parent)
-        hygiene.become_subreaper()
-        keeper = containment.sentinel(fds.lifeline)
-        containment.own_stdio(fds.log)
-        containment.close_fds_except({0, 1, 2, fds.requests, fds.replies})
-        if memory_limit:
-            import resource
-
-            resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
-        faulthandler.enable(file=sys.stderr)  # a crash's Python stack goes to the log too
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        gc.disable()  # collecting would only copy the parent's pages into this child
-        _serve(handler, fds.requests, fds.replies, keeper if clean else 0)
-        code = 0
-    except BaseException:  # the exit code says it
-        pass
-    finally:
-        os._exit(code)
-
-
-def _serve(handler: Handler, requests: int, replies: int, keeper: int) -> None:
-    """Serve requests; ``keeper`` (the sentinel's pid; 0: do not tidy) is spared when the
-    processes a request left are ended."""
-    me = os.getpid()
-    clean = hygiene.fingerprint()
-    sent: transfer.Packed | None = None
-    while (frame := _receive(requests)) is not None:
-        if sent is not None:
-            sent.close()  # the parent has read the last result: free what it held
-        ident, first_phase, request = transfer.unpack(frame)
-
-        def report(phase: str, ident: int = ident) -> None:
-            _send(replies, transfer.pack(_Message("phase", phase, ident)).frame)
-
-        report(first_phase)  # the inputs are in place: the clock starts now
-        try:
-            reply = _Message("result", handler(request, report), ident)
-        except BaseException as exc:  # the parent decides what it means
-            if not isinstance(exc, Exception):
-                exc = HandlerError(f"{type(exc).__name__}: {exc}")
-            reply = _Message("error", exc, ident)
-        if os.getpid() != me:  # a process the handler forked came back here: end it
-            os._exit(0)
-        report(TRANSFER)
-        if keeper:
-            reply.notes, reply.retire = _tidy(clean, keeper)
-        try:
-            sent = transfer.pack(reply)
-        except Exception:  # a result or an exception that does not pickle
-            error = HandlerError(f"{type(reply.value).__name__}: {reply.value}")
-            reply.kind, reply.value = "error", error
-            sent = transfer.pack(reply)
-        _send(replies, sent.frame)
-
-
-def _tidy(clean: dict[str, object], keeper: int) -> tuple[tuple[str, ...], bool]:
-    """After a request: end the processes it left, and say whether it changed the child's
-    state (then the timers are disarmed and the recursion limit restored, so that the
-    reply gets out; the parent replaces the child)."""
-    changed = hygiene.changes(clean, hygiene.fingerprint())
-    if changed:
-        hygiene.disarm_timers()
-        sys.setrecursionlimit(int(clean["recursion limit"]))  # type: ignore[call-overload]
-    notes = []
-    ended = hygiene.end_strays({keeper})
-    if ended:
-        notes.append(f"ended {ended} process{'es' if ended > 1 else ''} the case left behind")
-    if changed:
-        notes.append("worker replaced: the case changed its " + ", ".join(changed))
-    return tuple(notes), bool(changed)
-
-
-def _send(fd: int, data: bytes) -> None:
-    view = memoryview(len(data).to_bytes(8, "little") + data)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
-def _read_exactly(fd: int, size: int) -> bytes | None:
-    data = bytearray(size)
-    view, done = memoryview(data), 0
-    while done < size:
-        got = os.readv(fd, [view[done:]])
-        if not got:
-            return None
-        done += got
-    return bytes(data)
-
-
-def _receive(fd: int) -> bytes | None:
-    header = _read_exactly(fd, 8)
-    return None if header is None else _read_exactly(fd, int.from_bytes(header, "little"))
 
 
 _workers: dict[int, Worker] = {}

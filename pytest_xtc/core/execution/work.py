@@ -215,7 +215,9 @@ def target_work(
                 call, _ = call_kernel(adapter, artifact, case, more, outputs, ONCE, guarded, empty)
                 done.calls.append(call)
             if settings.repeat_check:
-                again, _ = call_kernel(adapter, artifact, case, inputs, outputs, ONCE, guarded, empty)
+                again, _ = call_kernel(
+                    adapter, artifact, case, inputs, outputs, ONCE, guarded, empty
+                )
                 done.second = again.outputs
         done.phase, done.times = Phase.CHECK, result.times
     except Exception as exc:

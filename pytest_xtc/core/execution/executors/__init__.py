@@ -22,9 +22,11 @@ from pytest_xtc.core.execution.work import Work, WorkRequest
 
 
 class Executor(Protocol):
-    adapter: TargetAdapter
     shared: bool
     phase: str  # the phase the last (or current) case's work reported
+
+    @property
+    def adapter(self) -> TargetAdapter: ...
 
     def run(self, request: WorkRequest, limits: Mapping[str, float]) -> Work: ...
 
