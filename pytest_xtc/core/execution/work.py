@@ -19,6 +19,7 @@ import traceback
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from pytest_xtc.core.adapter import ONCE, InfrastructureError, TargetAdapter
 from pytest_xtc.core.cases import graphs, values
 from pytest_xtc.core.cases.case import Case
 from pytest_xtc.core.execution import guard, placement, transfer
+from pytest_xtc.core.execution.serving import TRANSFER
 from pytest_xtc.core.execution.settings import Settings
 from pytest_xtc.core.outcome import Phase
 
@@ -118,15 +120,20 @@ def call_kernel(
     timing: Any,
     guarded: bool,
     empty: Allocate = np.empty,
+    report: Callable[[str], None] = lambda phase: None,
 ) -> tuple[Call, Any]:
     """One call on copies of ``inputs`` and fresh outputs shaped ``like`` holding the
     unwritten sentinel, inside guard bands when ``guarded``. The call's inputs are
     ``inputs`` themselves when the kernel left their copies' bytes alone; its outputs are
-    allocated by ``empty`` (shared memory in a worker: they go back without a copy)."""
+    allocated by ``empty`` (shared memory in a worker: they go back without a copy).
+    ``report`` is told ``run`` as the adapter's run starts, ``transfer`` as it ends: the
+    run limit times the target's work, not the copies around it."""
     if not guarded:
         ins = [a.copy() for a in inputs]
         outs = [_unwritten(o.shape, o.dtype, empty) for o in like]
+        report(Phase.RUN)
         result = adapter.run(artifact, ins, outs, timing)
+        report(TRANSFER)
         return Call(_kept(inputs, ins), outs), result
     in_names = [o.name for o in graphs.inputs(case.graph)]
     out_names = [o.name for o in graphs.outputs(case.graph)]
@@ -136,7 +143,9 @@ def call_kernel(
         for n, o in zip(out_names, like, strict=True)
     ]
     views = [g.view for g in placed]
+    report(Phase.RUN)
     result = adapter.run(artifact, views[: len(inputs)], views[len(inputs) :], timing)
+    report(TRANSFER)
     found = guard.check(placed)
     outs = [_copy(v, empty) for v in views[len(inputs) :]]
     return Call(_kept(inputs, views[: len(inputs)]), outs, found), result
@@ -203,22 +212,18 @@ def target_work(
         report(phase)
         with device_lock(adapter.lock_key()):
             phase = Phase.RUN
-            report(phase)
+            report(TRANSFER)
             done.guarded = guarded = adapter.guarded_buffers()
+            call = partial(call_kernel, adapter, artifact, case, guarded=guarded, empty=empty,
+                           report=report)
             start = time.perf_counter()
-            first, result = call_kernel(
-                adapter, artifact, case, inputs, outputs, settings.timing, guarded, empty
-            )
+            first, result = call(inputs, outputs, settings.timing)
             done.run_s = time.perf_counter() - start
             done.calls = [first]
             for more in request.more:
-                call, _ = call_kernel(adapter, artifact, case, more, outputs, ONCE, guarded, empty)
-                done.calls.append(call)
+                done.calls.append(call(more, outputs, ONCE)[0])
             if settings.repeat_check:
-                again, _ = call_kernel(
-                    adapter, artifact, case, inputs, outputs, ONCE, guarded, empty
-                )
-                done.second = again.outputs
+                done.second = call(inputs, outputs, ONCE)[0].outputs
         done.phase, done.times = Phase.CHECK, result.times
     except Exception as exc:
         done.phase, done.failure = phase, f"{phase} failed: {describe_failure(exc)}"
