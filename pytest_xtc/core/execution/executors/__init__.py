@@ -13,6 +13,7 @@ operands it is given should lie in shared memory (they then cross without a copy
 
 from __future__ import annotations
 
+import atexit
 from collections.abc import Mapping
 from typing import Protocol
 
@@ -53,3 +54,11 @@ def executor_for(adapter: TargetAdapter, settings: Settings) -> Executor:
             executor = inline.InlineExecutor(adapter)
         _chosen[key] = executor
     return _chosen[key]
+
+
+@atexit.register
+def close_all() -> None:
+    """End every executor's workers (and hosts); a later case starts new ones."""
+    for executor in list(_chosen.values()):
+        executor.close()
+    _chosen.clear()
