@@ -363,3 +363,22 @@ def test_a_bad_option_declaration_makes_its_target_unavailable(
     status = adapter.status()
     assert status.tier is Tier.UNAVAILABLE and problem in status.reason
     assert "host" not in declared.problems  # the others are unaffected
+
+
+def test_one_place_chooses_where_a_case_runs(tmp_path, monkeypatch) -> None:
+    """Inline without isolation, a forked worker for an adapter built here, the host's
+    worker for an isolated adapter; one executor per adapter and mode, kept."""
+    from pytest_xtc.core.execution.executors import executor_for, forked, hosted, inline
+    from pytest_xtc.targets.host import HostTarget
+
+    here = HostTarget(TargetSpec("host", "host"))
+    assert isinstance(executor_for(here, Settings(isolate=False)), inline.InlineExecutor)
+    chosen = executor_for(here, Settings())
+    assert isinstance(chosen, forked.ForkedExecutor) and executor_for(here, Settings()) is chosen
+    monkeypatch.syspath_prepend(str(tmp_path))
+    entry = EntryPoint("fine", adapter_module(tmp_path, "fine_adapter"), registry.GROUP)
+    proxy = IsolatedAdapter(TargetSpec("fine", "fine"), entry)
+    try:
+        assert isinstance(executor_for(proxy, Settings()), hosted.HostedExecutor)
+    finally:
+        proxy.stop()

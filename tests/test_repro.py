@@ -326,3 +326,50 @@ def test_option_defaults_agree_with_the_core() -> None:
     assert set(parser.group.names) == set(registry.RESERVED_OPTIONS), (
         "core/execution/registry.py RESERVED_OPTIONS must list every built-in --xtc- option"
     )
+
+
+#: A user's decode-layer matmul with a 32 MB weight (4x4096 x 4096x2048 float32).
+LARGE_CASE = """name: decode32mb
+inputs:
+- uid: '%0'
+  expr: {type: {shape: [4, 4096], dtype: float32}}
+- uid: '%1'
+  expr: {type: {shape: [4096, 2048], dtype: float32}}
+outputs:
+- uid: '%2'
+nodes:
+- uid: '%2'
+  expr:
+    op: {name: matmul, attrs: {}}
+    args: ['%0', '%1']
+schedules:
+  none: []
+dtypes: [float32]
+values: [random]
+"""
+
+
+def test_a_large_user_case_passes_isolated_and_its_rerun_line_reproduces_it(pytester) -> None:
+    """A 32 MB weight crosses to the worker and back through shared memory under the
+    default isolation: the case passes, and its rerun line (JUnit) passes it again with
+    the same outputs, bit for bit."""
+    (pytester.path / "cases").mkdir()
+    (pytester.path / "cases" / "decode.yaml").write_text(LARGE_CASE)
+    first = shell(["pytest", "--xtc-target=host", "--xtc-cases=cases", "--xtc-only-cases",
+                   "--xtc-repeat=0", "--junitxml=first.xml", "--xtc-report=first"],
+                  pytester.path)
+    assert counts(first.stdout) == "1 passed", first.stdout + first.stderr
+    case = ET.parse(pytester.path / "first.xml").getroot().find(".//testcase")
+    assert case is not None
+    props = {p.get("name"): p.get("value") for p in case.iter("property")}
+    command = shlex.split(str(props["xtc_rerun"]))
+    again = shell([*command, "--xtc-report=again"], pytester.path)
+    assert counts(again.stdout) == "1 passed", again.stdout + again.stderr
+
+    def digest(bundle: str) -> str:
+        import json
+
+        lines = (pytester.path / bundle / "results.jsonl").read_text().splitlines()
+        return str(json.loads(lines[0])["output_digest"])
+
+    assert digest("first") == digest("again") != "None"

@@ -18,7 +18,9 @@ import pytest
 from pytest_xtc.core.adapter import TargetAdapter
 from pytest_xtc.core.cases import expectations
 from pytest_xtc.core.cases.case import Case
+from pytest_xtc.core.execution.executors import executor_for
 from pytest_xtc.core.execution.runner import run_case
+from pytest_xtc.core.execution.settings import Settings
 from pytest_xtc.core.outcome import Outcome, Phase, Status
 from pytest_xtc.plugin import options, state
 from pytest_xtc.plugin.benchmarking import benchmark_wanted, feed_benchmark
@@ -41,7 +43,18 @@ class PendingCase:
     def run(self) -> Outcome:
         """Compile and run the case; record its outcome for reports and JUnit XML."""
         config = self.request.config
-        outcome = run_case(self.adapter, self.case, self.workdir, options.settings(config))
+        settings = options.settings(config)
+        try:
+            outcome = run_case(self.adapter, self.case, self.workdir, settings)
+        except pytest.fail.Exception as exc:  # a timeout plugin ended the case: no verdict
+            outcome = interrupted(self.adapter, self.case, settings, str(exc))
+            self._record(outcome)
+            raise
+        self._record(outcome)
+        return outcome
+
+    def _record(self, outcome: Outcome) -> None:
+        config = self.request.config
         self.outcome = outcome
         node = self.request.node
         node.user_properties.append((state.OUTCOME_KEY, outcome.to_dict()))
@@ -55,7 +68,15 @@ class PendingCase:
                 feed_benchmark(self.request, self.case, outcome)
             except Exception as exc:  # performance never decides conformance
                 node.warn(pytest.PytestWarning(f"pytest-benchmark refused the times: {exc!r}"))
-        return outcome
+
+
+def interrupted(adapter: TargetAdapter, case: Case, settings: Settings, why: str) -> Outcome:
+    """The outcome of a case a timeout plugin (pytest-timeout) ended: an infrastructure
+    error in the phase it was in, never a wrong result."""
+    phase = executor_for(adapter, settings).phase
+    where = Phase(phase) if phase in {p.value for p in Phase} else Phase.COMPILE
+    message = f"interrupted during {phase}: {why.strip().splitlines()[0] if why.strip() else ''}"
+    return Outcome(case.id, adapter.name, Status.ERROR, where, message.rstrip(": "))
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -332,18 +332,24 @@ class Case:
         digest = hashlib.sha256(text.encode()).digest()
         return int.from_bytes(digest[:4], "little")
 
-    def make_inputs(self, seed: int) -> list[np.ndarray]:
+    def make_inputs(
+        self, seed: int, empty: Callable[[Any, Any], np.ndarray] = np.empty
+    ) -> list[np.ndarray]:
         """Seeded inputs: uniform in [-1, 1), small integers for exact cases, uniform with
-        IEEE special values at a few positions for special cases (:mod:`values`)."""
+        IEEE special values at a few positions for special cases (:mod:`values`).
+        ``empty(shape, dtype)`` allocates them (shared memory, for a worker)."""
         rng = np.random.default_rng(seed)
         arrays = []
         for operand in graphs.inputs(self.graph):
+            drawn: np.ndarray
             if self.values == "exact":
-                array = rng.integers(-3, 4, size=operand.shape).astype(operand.dtype)
+                drawn = rng.integers(-3, 4, size=operand.shape)
             elif self.values == "special":
-                array = special_array(operand.shape, operand.dtype, rng)
+                drawn = special_array(operand.shape, operand.dtype, rng)
             else:
-                array = rng.uniform(-1.0, 1.0, size=operand.shape).astype(operand.dtype)
+                drawn = rng.uniform(-1.0, 1.0, size=operand.shape)
+            array = empty(drawn.shape, np.dtype(operand.dtype))
+            np.copyto(array, drawn, casting="unsafe")  # as astype does
             arrays.append(array)
         return arrays
 

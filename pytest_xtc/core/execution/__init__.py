@@ -1,3 +1,6 @@
-"""Where and how a target's work runs: the runner, the work a worker does, isolation
-(forked workers, the isolated adapter host), time limits, device placement, performance
-records and the adapter registry. The one layer that calls adapters."""
+"""Where and how a target's work runs: the runner, the work a worker does, the executors
+that place it (``executors/``: inline, forked worker, isolated adapter host), isolation
+(forked workers: ``isolation``, their side ``serving``, ``containment``, a clean state
+per case ``hygiene``, operands through shared memory ``transfer``), time limits, device
+placement, performance records and the adapter registry. The one layer that calls
+adapters."""

@@ -4,9 +4,18 @@ A :class:`Worker` forks a child that inherits everything the parent prepared (im
 XTC's runtime, the adapter), then serves one request after another: each request is
 handled, and its picklable result sent back. The child reports each phase it enters, so
 the parent applies that phase's time limit; a child past its limit is killed. A child that
-dies says how (signal or exit code) and what it last printed, and the next request forks
-a fresh one. Cost: a pipe round trip and pickling the arrays (well under a millisecond
-for the suite's sizes), plus a fork (about 3 ms) after each death.
+dies says how (signal or exit code) and what it last printed; its successor is forked
+at once, so the next case never pays for it.
+
+Transfers are not timed: the child reports the request's first phase once its inputs
+are in place, and reports ``transfer`` before it sends its result; large arrays move
+through shared memory (:mod:`transfer`), without a copy when they were made there. Cost:
+a pipe round trip, mapping the arrays, plus a fork (about 3 ms) after each death.
+
+Clean state: after each request the child ends the processes the handler left behind
+(it is their subreaper: daemons that ``setsid`` are found too) and compares its process
+state with the one it started with (:mod:`hygiene`); a child whose state changed is
+replaced before the next request. Both are said in the call's ``notes``.
 
 Containment: each child leads its own session and process group (``os.setsid``), so a
 kernel's ``killpg(0, ...)`` cannot reach pytest, and a timeout, a crash, ``stop()`` and the
@@ -22,30 +31,45 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import ctypes
-import faulthandler
 import gc
 import itertools
 import os
-import pickle
 import select
 import signal
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, BinaryIO, TypeVar
 
+from pytest_xtc.core.execution import transfer
+from pytest_xtc.core.execution.containment import kill_tree
+from pytest_xtc.core.execution.serving import (
+    TRANSFER,
+    Fds,
+    Handler,
+    HandlerError,
+    Message,
+    Report,
+    child,
+    send_frame,
+)
 from pytest_xtc.core.limits import check_limit
 
-__all__ = ["ChildFailure", "HandlerError", "Worker", "available", "call_isolated", "check_limit"]
+__all__ = [
+    "TRANSFER",
+    "ChildFailure",
+    "Handler",
+    "HandlerError",
+    "Report",
+    "Worker",
+    "available",
+    "call_isolated",
+    "check_limit",
+]
 
-Report = Callable[[str], None]
-Handler = Callable[[Any, Report], Any]
 T = TypeVar("T")
 OUTPUT_TAIL = 800  # characters of the child's last output quoted in a failure
-_PR_SET_PDEATHSIG = 1
+TRANSFER_S = 300.0  # its limit, a backstop: a GiB moves in about a second
 
 
 class ChildFailure(Exception):
@@ -61,18 +85,6 @@ class ChildFailure(Exception):
         return (ChildFailure, (self.phase, str(self), self.cause))
 
 
-class HandlerError(RuntimeError):
-    """The handler raised something that is not an ``Exception`` (``SystemExit``,
-    ``KeyboardInterrupt``...) or that does not pickle: its type and message, as text."""
-
-
-@dataclass
-class _Message:
-    kind: str  # "phase", "result" or "error"
-    value: Any
-    id: int = 0
-
-
 def available() -> bool:
     return hasattr(os, "fork") and hasattr(os, "setsid")
 
@@ -81,15 +93,31 @@ _ids = itertools.count(1)
 
 
 class Worker:
-    """A forked child running ``handler(request, report)`` for each request sent."""
+    """A forked child running ``handler(request, report)`` for each request sent.
 
-    def __init__(self, handler: Handler, memory_limit: int | None = None) -> None:
+    After a death, a timeout, an interruption or a change of its state, the child is
+    replaced at once (``renew``), and sent ``warm`` (when not None) to get it ready,
+    so that recovery is paid by the case that caused it, never by the next one."""
+
+    def __init__(
+        self,
+        handler: Handler,
+        memory_limit: int | None = None,
+        warm: Any = None,
+        renew: bool = True,
+        warm_limit: float = 60.0,
+        clean: bool = True,
+    ) -> None:
         self.handler = handler
+        self.clean = clean  # tidy after each request (strays, state); not for a host
         self.memory_limit = memory_limit
+        self.warm, self.renew, self.warm_limit = warm, renew, warm_limit
         self.pid = 0
         self.owner = 0  # the process that forked the child: only it may stop it
         self.requests = self.replies = self.lifeline = -1
         self.log: BinaryIO | None = None
+        self.notes: tuple[str, ...] = ()  # the last call's notes
+        self._renewing = False
 
     def call(
         self,
@@ -100,24 +128,31 @@ class Worker:
     ) -> Any:
         """``handler(request, report)`` in the child; its return value, or the exception it
         raised. ``report(phase)`` starts the clock of ``limits[phase]`` (seconds) and is
-        passed on to ``on_phase``. Whatever interrupts the call here ends the child."""
+        passed on to ``on_phase``, as is ``transfer`` when inputs or results move (its
+        own, generous, limit). Whatever interrupts the call here ends the child."""
         for phase, limit in limits.items():
             check_limit(f"{phase} time limit", limit)
-        if not self.pid or self.owner != os.getpid():
-            self._start()
+        self.start()
         assert self.log is not None
         self.log.seek(0)
         self.log.truncate()
+        self.notes = ()
         ident = next(_ids)
+        packed = transfer.pack((ident, first_phase, request))
         try:
             try:
-                _send(self.requests, pickle.dumps((ident, request)))
+                send_frame(self.requests, packed.frame)
             except OSError:  # the child died between requests
                 raise ChildFailure(first_phase, *self._death(first_phase)) from None
-            message = self._watch(ident, limits, first_phase, on_phase)
-        except BaseException:
-            self.stop()  # a reply still pending must never reach the next call
+            message = self._watch(ident, limits, on_phase, packed)
+        except BaseException as exc:
+            self._replace(exc)  # a reply still pending must never reach the next call
             raise
+        finally:
+            packed.close()
+        self.notes = message.notes
+        if message.retire:
+            self._replace(None)
         if message.kind == "error":
             error = message.value
             if not isinstance(error, Exception):
@@ -125,11 +160,33 @@ class Worker:
             raise error
         return message.value
 
+    def start(self) -> None:
+        """Fork the child now, unless this process already has one."""
+        if not self.pid or self.owner != os.getpid():
+            self._start()
+
     def stop(self) -> None:
-        """Kill the child's whole process group and reap the child."""
+        """Kill the child's whole process group (and its escaped daemons), reap the child."""
         if self.pid and self.owner == os.getpid():
-            _kill_group(self.pid)
+            kill_tree(self.pid)
         self._forget()
+
+    def _replace(self, cause: BaseException | None) -> None:
+        """End the child; unless the user interrupts, fork (and warm) its successor now."""
+        mine = self.owner == os.getpid()
+        self.stop()
+        if not mine or not self.renew or self._renewing:
+            return
+        if isinstance(cause, (KeyboardInterrupt, SystemExit)):
+            return
+        self._renewing = True
+        try:
+            self._start()
+            if self.warm is not None:
+                with contextlib.suppress(Exception):  # the next call meets it and says so
+                    self.call(self.warm, {TRANSFER: self.warm_limit}, TRANSFER)
+        finally:
+            self._renewing = False
 
     def _forget(self) -> None:
         if self.pid and self.owner == os.getpid():
@@ -150,8 +207,8 @@ class Worker:
         gc.freeze()  # the child's collector then leaves the parent's objects (and pages) alone
         pid = os.fork()
         if pid == 0:  # the child: never returns
-            fds = _Fds(requests_read, replies_write, lifeline_read, self.log.fileno())
-            _child(self.handler, fds, parent, self.memory_limit)
+            fds = Fds(requests_read, replies_write, lifeline_read, self.log.fileno())
+            child(self.handler, fds, parent, self.memory_limit, self.clean)
         os.close(requests_read)
         os.close(replies_write)
         os.close(lifeline_read)
@@ -159,18 +216,21 @@ class Worker:
         _workers[id(self)] = self
 
     def _watch(
-        self, ident: int, limits: Mapping[str, float], phase: str, on_phase: Report | None
-    ) -> _Message:
-        buffer = b""
-        deadline = time.monotonic() + limits[phase]
+        self,
+        ident: int,
+        limits: Mapping[str, float],
+        on_phase: Report | None,
+        packed: transfer.Packed,
+    ) -> Message:
+        """Follow the child's phase reports under their limits until its reply."""
+        phase, buffer = TRANSFER, bytearray()
+        if on_phase is not None:
+            on_phase(phase)
+        deadline = time.monotonic() + limits.get(phase, TRANSFER_S)
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                self.stop()
-                limit = f"{limits[phase]:g} s"
-                tail = self._tail()
-                text = f"timed out: {phase} exceeded its {limit} limit{tail}"
-                raise ChildFailure(phase, text, f"timed out after {limit}{tail}")
+                raise self._timeout(phase, limits.get(phase, TRANSFER_S))
             ready, _, _ = select.select([self.replies], [], [], remaining)
             if not ready:
                 continue
@@ -180,18 +240,26 @@ class Worker:
             buffer += chunk
             while len(buffer) >= 8 and len(buffer) >= 8 + int.from_bytes(buffer[:8], "little"):
                 size = int.from_bytes(buffer[:8], "little")
-                message: _Message = pickle.loads(buffer[8 : 8 + size])
-                buffer = buffer[8 + size :]
+                message: Message = transfer.unpack(bytes(buffer[8 : 8 + size]))
+                del buffer[: 8 + size]
                 if message.id != ident:  # a stale reply: never this call's
                     continue
                 if message.kind != "phase":
                     return message
+                packed.close()  # the child has its inputs
                 phase = str(message.value)
-                if phase not in limits:
+                if phase not in limits and phase != TRANSFER:
                     raise ChildFailure(phase, f"the child reported an unknown phase {phase!r}")
-                deadline = time.monotonic() + limits[phase]
+                deadline = time.monotonic() + limits.get(phase, TRANSFER_S)
                 if on_phase is not None:
                     on_phase(phase)
+
+    def _timeout(self, phase: str, seconds: float) -> ChildFailure:
+        self.stop()
+        limit = f"{seconds:g} s"
+        tail = self._tail()
+        text = f"timed out: {phase} exceeded its {limit} limit{tail}"
+        return ChildFailure(phase, text, f"timed out after {limit}{tail}")
 
     def _death(self, phase: str) -> tuple[str, str]:
         """The child died: kill what is left of its group, reap it, say how it died."""
@@ -220,153 +288,12 @@ def call_isolated(fn: Callable[[], T], limit_s: float, what: str) -> T:
     """``fn()`` in a one-shot forked child under ``limit_s`` seconds: its (pickled) result,
     or the exception it raised (non-``Exception`` ones as :class:`HandlerError`), or
     :class:`ChildFailure` naming the crash or the timeout, ``what`` as its phase."""
-    worker = Worker(lambda _request, _report: fn())
+    worker = Worker(lambda _request, _report: fn(), renew=False)
     try:
         result: T = worker.call(None, {what: limit_s}, what)
         return result
     finally:
         worker.stop()
-
-
-@dataclass(frozen=True)
-class _Fds:
-    requests: int
-    replies: int
-    lifeline: int
-    log: int
-
-
-def _child(handler: Handler, fds: _Fds, parent: int, memory_limit: int | None) -> None:
-    """The forked child: contain it, then serve requests until the pipe closes."""
-    code = 70
-    try:
-        os.setsid()
-        _die_with(parent)
-        _sentinel(fds.lifeline)
-        _own_stdio(fds.log)
-        _close_fds_except({0, 1, 2, fds.requests, fds.replies})
-        if memory_limit:
-            import resource
-
-            resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
-        faulthandler.enable(file=sys.stderr)  # a crash's Python stack goes to the log too
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        gc.disable()  # collecting would only copy the parent's pages into this child
-        _serve(handler, fds.requests, fds.replies)
-        code = 0
-    except BaseException:  # the exit code says it
-        pass
-    finally:
-        os._exit(code)
-
-
-def _serve(handler: Handler, requests: int, replies: int) -> None:
-    me = os.getpid()
-    while (data := _receive(requests)) is not None:
-        ident, request = pickle.loads(data)
-
-        def report(phase: str, ident: int = ident) -> None:
-            _send(replies, pickle.dumps(_Message("phase", phase, ident)))
-
-        try:
-            reply = _Message("result", handler(request, report), ident)
-        except BaseException as exc:  # the parent decides what it means
-            if not isinstance(exc, Exception):
-                exc = HandlerError(f"{type(exc).__name__}: {exc}")
-            reply = _Message("error", exc, ident)
-        if os.getpid() != me:  # a process the handler forked came back here: end it
-            os._exit(0)
-        try:
-            payload = pickle.dumps(reply)
-        except Exception:  # a result or an exception that does not pickle
-            error = HandlerError(f"{type(reply.value).__name__}: {reply.value}")
-            payload = pickle.dumps(_Message("error", error, ident))
-        _send(replies, payload)
-
-
-def _die_with(parent: int) -> None:
-    """Linux: SIGKILL this process when its parent dies (and check it is not dead yet)."""
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError, AttributeError):
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != parent:  # the parent died before the request took effect
-        os._exit(70)
-
-
-def _sentinel(lifeline: int) -> None:
-    """Fork a small process of this group that kills the group when ``lifeline`` reads
-    EOF: when the parent, the only holder of its write end, is gone (even by SIGKILL)."""
-    if os.fork() != 0:
-        os.close(lifeline)
-        return
-    try:
-        null = os.open(os.devnull, os.O_RDWR)
-        for fd in (0, 1, 2):
-            os.dup2(null, fd)
-        _close_fds_except({0, 1, 2, lifeline})
-        while True:
-            with contextlib.suppress(InterruptedError):
-                if os.read(lifeline, 1) == b"":
-                    break
-        os.killpg(0, signal.SIGKILL)
-    finally:
-        os._exit(0)
-
-
-def _own_stdio(log: int) -> None:
-    """fds 0, 1, 2 become /dev/null and the log; Python's streams write to the log."""
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.dup2(log, 1)
-    os.dup2(log, 2)
-    sys.stdin = open(0, closefd=False)  # noqa: SIM115 (the child's, for its life)
-    sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
-    sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
-
-
-def _close_fds_except(keep: set[int]) -> None:
-    """Close every open descriptor not in ``keep`` (inherited pipes, sockets, files)."""
-    try:
-        open_fds = [int(name) for name in os.listdir("/proc/self/fd")]
-    except OSError:
-        open_fds = list(range(3, 256))
-    for fd in open_fds:
-        if fd not in keep:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-
-
-def _send(fd: int, data: bytes) -> None:
-    payload = len(data).to_bytes(8, "little") + data
-    while payload:
-        payload = payload[os.write(fd, payload) :]
-
-
-def _read_exactly(fd: int, size: int) -> bytes | None:
-    data = b""
-    while len(data) < size:
-        chunk = os.read(fd, size - len(data))
-        if not chunk:
-            return None
-        data += chunk
-    return data
-
-
-def _receive(fd: int) -> bytes | None:
-    header = _read_exactly(fd, 8)
-    return None if header is None else _read_exactly(fd, int.from_bytes(header, "little"))
-
-
-def _kill_group(pid: int) -> None:
-    """SIGKILL the process group led by ``pid`` (and ``pid`` itself), then reap it."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGKILL)
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(pid, 0)
 
 
 _workers: dict[int, Worker] = {}

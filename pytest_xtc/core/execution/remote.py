@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from pytest_xtc.core.cases.case import Case
 
 LOAD = "load"
+WARM = "warm"  # a request that only loads the adapter and forks its first case worker
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,9 @@ class IsolatedAdapter(TargetAdapter):
         # that the host, which ends by os._exit, leaves nothing behind.
         self._scratch = tempfile.TemporaryDirectory(prefix=f"pytest-xtc-prepare-{spec.name}-")
         state: dict[str, Any] = {"scratch": Path(self._scratch.name)}
-        self._host = isolation.Worker(_host_handler(entry, spec, state))
+        self._host = isolation.Worker(
+            _host_handler(entry, spec, state), warm=(WARM,), warm_limit=limits.load, clean=False
+        )
 
     def _ask(self, method: str, *args: Any, limit: float) -> Any:
         """``method(*args)`` of the real adapter, in the host, cached; raises
@@ -132,7 +135,13 @@ class IsolatedAdapter(TargetAdapter):
     def prepare(self, workdir: Path) -> None:
         """Done in the host when it loads the adapter."""
 
-    def work(self, request: Any, limits: Mapping[str, float], first_phase: str) -> Any:
+    def work(
+        self,
+        request: Any,
+        limits: Mapping[str, float],
+        first_phase: str,
+        on_phase: isolation.Report | None = None,
+    ) -> Any:
         """One case's target work (``work.target_work``) in a worker the host forks;
         the host applies ``limits``, the call here the same plus a grace as a backstop.
         Raises ChildFailure as a direct worker would."""
@@ -140,7 +149,8 @@ class IsolatedAdapter(TargetAdapter):
             raise isolation.ChildFailure(first_phase, f"adapter failed to load: {self.broken}")
         backstop = {LOAD: self.limits.load, **{p: s + self.limits.grace for p, s in limits.items()}}
         try:
-            return self._host.call(("case", request, dict(limits), first_phase), backstop, LOAD)
+            request = ("case", request, dict(limits), first_phase)
+            return self._host.call(request, backstop, LOAD, on_phase)
         except isolation.ChildFailure as exc:
             if exc.phase == LOAD:
                 self.broken = _cause(exc)
@@ -189,14 +199,19 @@ def _host_handler(
         if adapter is None:
             adapter = state["adapter"] = _build(entry, spec, state["scratch"])
             state["inner"] = isolation.Worker(_inner_handler(adapter), worker_memory_limit(adapter))
-        kind = request[0]
+        kind, inner = request[0], state["inner"]
+        if kind == WARM:
+            inner.start()
+            return None
         if kind == "call":
             _, method, args = request
             report(method)
             return _plain(method, _invoke(adapter, method, args))
         _, work, limits, first_phase = request
         report(first_phase)
-        return state["inner"].call(work, limits, first_phase, on_phase=report)
+        done = inner.call(work, limits, first_phase, on_phase=report)
+        done.notes += inner.notes
+        return done
 
     return handle
 

@@ -1,62 +1,42 @@
 """Running one case on one target: probe, capabilities, compile, run, check. No pytest.
 
-The target's own work (compile, placement check, run) happens in a forked child when
-isolation is on (the default where ``fork`` exists): a crash or a hang there fails one
-case, with its cause, and the session goes on. An :class:`~pytest_xtc.core.execution.remote.
-IsolatedAdapter` (what the registry gives) does it in a worker its host process forks.
-Checking happens in the parent. Every case's operands are weighed against a memory budget
-before any is made.
+The target's own work (compile, placement check, run) happens where the adapter's
+executor (:mod:`executors`) puts it: a forked child when isolation is on (the default
+where ``fork`` exists), so that a crash or a hang there fails one case, with its cause,
+and the session goes on. Checking happens in the parent. Every case's operands are
+weighed against a memory budget before any is made; for a worker they are made in shared
+memory, so that they cross without a copy.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from pytest_xtc.core.adapter import TargetAdapter, Tier
-from pytest_xtc.core.cases import graphs, values
+from pytest_xtc.core.cases import graphs
 from pytest_xtc.core.cases.case import Case, case_bytes
 from pytest_xtc.core.cases.selectors import Traits
-from pytest_xtc.core.execution import isolation, perf, remote
+from pytest_xtc.core.execution import isolation, perf, transfer
+from pytest_xtc.core.execution.executors import executor_for
 from pytest_xtc.core.execution.settings import Settings
 from pytest_xtc.core.execution.work import (
     Work,
     WorkRequest,
     describe_failure,
     device_lock,
-    target_work,
 )
 from pytest_xtc.core.judging import checking, precision, reference
-from pytest_xtc.core.limits import (
-    check_limit,
-    worker_memory_limit,
-)
+from pytest_xtc.core.limits import check_limit
 from pytest_xtc.core.outcome import Outcome, Phase, Status
 
 __all__ = ["Settings", "device_lock", "run_case"]
 
 DEVICE_WAIT_S = 3600.0  # longest wait for a device another worker holds
 CALLS = 2  # kernel calls per case, each on fresh inputs: state carried between calls shows
-
-
-_workers: dict[int, isolation.Worker] = {}
-
-
-def _worker(adapter: TargetAdapter, workdir: Path) -> isolation.Worker:
-    """The forked worker of an adapter built in this process; the first call prepares the
-    adapter here, so that every child it forks starts warm."""
-    if id(adapter) not in _workers:
-        with contextlib.suppress(Exception):  # the cases meet the same problem and report it
-            adapter.prepare(workdir.parent / f"prepare-{adapter.name}")
-        _workers[id(adapter)] = isolation.Worker(
-            partial(target_work, adapter, in_worker=True), worker_memory_limit(adapter)
-        )
-    return _workers[id(adapter)]
 
 
 def _limits(adapter: TargetAdapter, settings: Settings) -> dict[str, float]:
@@ -111,33 +91,46 @@ def run_case(
         return _end(outcome, Status.FAILED, Phase.COMPILE, f"time limits: {describe_failure(exc)}")
 
     execute = probe.tier is Tier.EXECUTE
+    executor = executor_for(adapter, settings)
+    empty = transfer.shared_empty if executor.shared else np.empty
     input_sets: list[list[np.ndarray]] = [[]]
-    outputs: list[np.ndarray] = []
+    outputs: list[np.ndarray] = []  # their shapes and dtypes (untouched memory)
     if execute:
         outcome.seed = case.seed(settings.base_seed)
         input_sets = [
-            case.make_inputs(case.seed(settings.base_seed, n)) for n in range(CALLS)
+            case.make_inputs(case.seed(settings.base_seed, n), empty) for n in range(CALLS)
         ]
-        outputs = [values.unwritten(o.shape, o.dtype) for o in graphs.outputs(case.graph)]
+        outputs = [empty(o.shape, np.dtype(o.dtype)) for o in graphs.outputs(case.graph)]
     inputs = input_sets[0]
     request = WorkRequest(case, workdir, inputs, outputs, execute, settings, input_sets[1:])
     try:
-        if isinstance(adapter, remote.IsolatedAdapter):
-            done: Work = adapter.work(request, limits, Phase.COMPILE.value)
-        elif settings.isolate and isolation.available():
-            done = _worker(adapter, workdir).call(request, limits, Phase.COMPILE.value)
-        else:
-            done = target_work(adapter, request, lambda phase: None)
+        done: Work = executor.run(request, limits)
     except isolation.ChildFailure as exc:
         phase = exc.phase if exc.phase in {p.value for p in Phase} else Phase.COMPILE.value
         status = Status.ERROR if phase in (Phase.COMPILE, Phase.WAIT_DEVICE) else Status.FAILED
         return _end(outcome, status, phase, str(exc))
+    outcome = _judge(outcome, adapter, case, input_sets if execute else [], done, settings)
+    if done.notes:
+        outcome.message = "; ".join(filter(None, [outcome.message, *done.notes]))
+    return outcome
+
+
+def _judge(
+    outcome: Outcome,
+    adapter: TargetAdapter,
+    case: Case,
+    input_sets: list[list[np.ndarray]],
+    done: Work,
+    settings: Settings,
+) -> Outcome:
+    """The outcome of the target's work ``done``: its failure, or its results checked."""
     outcome.compile_s, outcome.run_s, outcome.times = done.compile_s, done.run_s, done.times
     if done.failure:
         status = Status.ERROR if done.infrastructure else Status.FAILED
         return _end(outcome, status, done.phase, done.failure)
-    if not execute:
+    if not input_sets:  # compiled only
         return _end(outcome, Status.PASSED, done.phase, "")
+    inputs = input_sets[0]
     outcome = _check(outcome, case, input_sets, done)
     if outcome.status is Status.PASSED and settings.perf:
         outcome.perf = _perf(adapter, case, inputs, outcome.times, settings)

@@ -19,6 +19,7 @@ import traceback
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +28,13 @@ import numpy as np
 from pytest_xtc.core.adapter import ONCE, InfrastructureError, TargetAdapter
 from pytest_xtc.core.cases import graphs, values
 from pytest_xtc.core.cases.case import Case
-from pytest_xtc.core.execution import guard, placement
+from pytest_xtc.core.execution import guard, placement, transfer
+from pytest_xtc.core.execution.serving import TRANSFER
 from pytest_xtc.core.execution.settings import Settings
 from pytest_xtc.core.outcome import Phase
 
 LOCK_DIR_ENV = "XTC_LOCK_DIR"
+Allocate = Callable[[Any, Any], np.ndarray]  # (shape, dtype) -> an uninitialised array
 
 
 @dataclass
@@ -57,6 +60,7 @@ class Work:
     calls: list[Call] = field(default_factory=list)  # one per input set, the timed first
     second: list[np.ndarray] | None = None  # outputs of the repeat-check run
     guarded: bool = False  # operands lay inside guard bands
+    notes: list[str] = field(default_factory=list)  # what the worker did after the case
 
     @property
     def inputs(self) -> list[np.ndarray]:
@@ -115,14 +119,22 @@ def call_kernel(
     like: list[np.ndarray],
     timing: Any,
     guarded: bool,
+    empty: Allocate = np.empty,
+    report: Callable[[str], None] = lambda phase: None,
 ) -> tuple[Call, Any]:
     """One call on copies of ``inputs`` and fresh outputs shaped ``like`` holding the
-    unwritten sentinel, inside guard bands when ``guarded``."""
+    unwritten sentinel, inside guard bands when ``guarded``. The call's inputs are
+    ``inputs`` themselves when the kernel left their copies' bytes alone; its outputs are
+    allocated by ``empty`` (shared memory in a worker: they go back without a copy).
+    ``report`` is told ``run`` as the adapter's run starts, ``transfer`` as it ends: the
+    run limit times the target's work, not the copies around it."""
     if not guarded:
         ins = [a.copy() for a in inputs]
-        outs = [values.unwritten(o.shape, o.dtype) for o in like]
+        outs = [_unwritten(o.shape, o.dtype, empty) for o in like]
+        report(Phase.RUN)
         result = adapter.run(artifact, ins, outs, timing)
-        return Call(ins, outs), result
+        report(TRANSFER)
+        return Call(_kept(inputs, ins), outs), result
     in_names = [o.name for o in graphs.inputs(case.graph)]
     out_names = [o.name for o in graphs.outputs(case.graph)]
     placed = [guard.place(n, a) for n, a in zip(in_names, inputs, strict=True)]
@@ -131,10 +143,42 @@ def call_kernel(
         for n, o in zip(out_names, like, strict=True)
     ]
     views = [g.view for g in placed]
+    report(Phase.RUN)
     result = adapter.run(artifact, views[: len(inputs)], views[len(inputs) :], timing)
+    report(TRANSFER)
     found = guard.check(placed)
-    copies = [np.array(v) for v in views]
-    return Call(copies[: len(inputs)], copies[len(inputs) :], found), result
+    outs = [_copy(v, empty) for v in views[len(inputs) :]]
+    return Call(_kept(inputs, views[: len(inputs)]), outs, found), result
+
+
+def _unwritten(shape: tuple[int, ...], dtype: Any, empty: Allocate) -> np.ndarray:
+    array = empty(shape, dtype)
+    values.fill_unwritten(array)
+    return array
+
+
+def _copy(array: np.ndarray, empty: Allocate) -> np.ndarray:
+    copy = empty(array.shape, array.dtype)
+    np.copyto(copy, array)
+    return copy
+
+
+def _kept(given: list[np.ndarray], after: list[np.ndarray]) -> list[np.ndarray]:
+    """Each input as the kernel left it: ``given`` itself where its bytes are the same
+    (no copy), a copy of what the kernel made of it otherwise."""
+    return [g if same_bytes(g, a) else np.array(a) for g, a in zip(given, after, strict=True)]
+
+
+def same_bytes(first: np.ndarray, second: np.ndarray, block: int = 1 << 24) -> bool:
+    """Whether two arrays of one shape and dtype hold the same bytes (NaN payloads too)."""
+    if first.shape != second.shape or first.dtype != second.dtype:
+        return False
+    one = np.ascontiguousarray(first).reshape(-1).view(np.uint8)
+    two = np.ascontiguousarray(second).reshape(-1).view(np.uint8)
+    return all(
+        np.array_equal(one[at : at + block], two[at : at + block])
+        for at in range(0, one.size, block)
+    )
 
 
 def target_work(
@@ -149,6 +193,7 @@ def target_work(
     propagates)."""
     case, workdir, inputs, outputs = request.case, request.workdir, request.inputs, request.outputs
     execute, settings = request.execute, request.settings
+    empty: Allocate = transfer.shared_empty if in_worker else np.empty
     done = Work()
     phase = Phase.COMPILE
     try:
@@ -167,20 +212,18 @@ def target_work(
         report(phase)
         with device_lock(adapter.lock_key()):
             phase = Phase.RUN
-            report(phase)
+            report(TRANSFER)
             done.guarded = guarded = adapter.guarded_buffers()
+            call = partial(call_kernel, adapter, artifact, case, guarded=guarded, empty=empty,
+                           report=report)
             start = time.perf_counter()
-            first, result = call_kernel(
-                adapter, artifact, case, inputs, outputs, settings.timing, guarded
-            )
+            first, result = call(inputs, outputs, settings.timing)
             done.run_s = time.perf_counter() - start
             done.calls = [first]
             for more in request.more:
-                call, _ = call_kernel(adapter, artifact, case, more, outputs, ONCE, guarded)
-                done.calls.append(call)
+                done.calls.append(call(more, outputs, ONCE)[0])
             if settings.repeat_check:
-                again, _ = call_kernel(adapter, artifact, case, inputs, outputs, ONCE, guarded)
-                done.second = again.outputs
+                done.second = call(inputs, outputs, ONCE)[0].outputs
         done.phase, done.times = Phase.CHECK, result.times
     except Exception as exc:
         done.phase, done.failure = phase, f"{phase} failed: {describe_failure(exc)}"

@@ -1,0 +1,64 @@
+"""Where a case's target work runs, behind one small protocol (one strategy per module):
+
+- :mod:`.inline`: in the pytest process (``--xtc-no-isolation``, or no ``fork``);
+- :mod:`.forked`: in a worker forked from the pytest process (an adapter built here);
+- :mod:`.hosted`: in a worker forked by the adapter's own host process (the registry's
+  :class:`~pytest_xtc.core.execution.remote.IsolatedAdapter`).
+
+:func:`executor_for` is the one place that chooses. An executor's ``run`` returns the
+:class:`~pytest_xtc.core.execution.work.Work` or raises
+:class:`~pytest_xtc.core.execution.isolation.ChildFailure`; ``shared`` says whether the
+operands it is given should lie in shared memory (they then cross without a copy).
+"""
+
+from __future__ import annotations
+
+import atexit
+from collections.abc import Mapping
+from typing import Protocol
+
+from pytest_xtc.core.adapter import TargetAdapter
+from pytest_xtc.core.execution.settings import Settings
+from pytest_xtc.core.execution.work import Work, WorkRequest
+
+
+class Executor(Protocol):
+    shared: bool
+    phase: str  # the phase the last (or current) case's work reported
+
+    @property
+    def adapter(self) -> TargetAdapter: ...
+
+    def run(self, request: WorkRequest, limits: Mapping[str, float]) -> Work: ...
+
+    def close(self) -> None: ...
+
+
+_chosen: dict[tuple[int, bool], Executor] = {}
+
+
+def executor_for(adapter: TargetAdapter, settings: Settings) -> Executor:
+    """The executor of ``adapter``'s cases (one per adapter and mode, kept)."""
+    from pytest_xtc.core.execution import isolation
+    from pytest_xtc.core.execution.executors import forked, hosted, inline
+    from pytest_xtc.core.execution.remote import IsolatedAdapter
+
+    key = (id(adapter), settings.isolate)
+    if key not in _chosen or _chosen[key].adapter is not adapter:
+        executor: Executor
+        if isinstance(adapter, IsolatedAdapter):
+            executor = hosted.HostedExecutor(adapter)
+        elif settings.isolate and isolation.available():
+            executor = forked.ForkedExecutor(adapter)
+        else:
+            executor = inline.InlineExecutor(adapter)
+        _chosen[key] = executor
+    return _chosen[key]
+
+
+@atexit.register
+def close_all() -> None:
+    """End every executor's workers (and hosts); a later case starts new ones."""
+    for executor in list(_chosen.values()):
+        executor.close()
+    _chosen.clear()

@@ -1,0 +1,40 @@
+"""Target work in a worker forked from the pytest process, for an adapter built here: the
+adapter is prepared once in this process, so that every worker it forks starts warm."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping
+from functools import partial
+
+from pytest_xtc.core.adapter import TargetAdapter
+from pytest_xtc.core.execution import isolation
+from pytest_xtc.core.execution.work import Work, WorkRequest, target_work
+from pytest_xtc.core.limits import worker_memory_limit
+from pytest_xtc.core.outcome import Phase
+
+
+class ForkedExecutor:
+    shared = True
+
+    def __init__(self, adapter: TargetAdapter) -> None:
+        self.adapter = adapter
+        self.worker: isolation.Worker | None = None
+        self.phase = Phase.COMPILE.value
+
+    def run(self, request: WorkRequest, limits: Mapping[str, float]) -> Work:
+        if self.worker is None:
+            with contextlib.suppress(Exception):  # the cases meet the same problem and say it
+                self.adapter.prepare(request.workdir.parent / f"prepare-{self.adapter.name}")
+            handler = partial(target_work, self.adapter, in_worker=True)
+            self.worker = isolation.Worker(handler, worker_memory_limit(self.adapter))
+        done: Work = self.worker.call(request, limits, Phase.COMPILE.value, self._enter)
+        done.notes += self.worker.notes
+        return done
+
+    def _enter(self, phase: str) -> None:
+        self.phase = phase
+
+    def close(self) -> None:
+        if self.worker is not None:
+            self.worker.stop()

@@ -1,0 +1,27 @@
+"""Target work in the pytest process itself: no containment (``--xtc-no-isolation``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from pytest_xtc.core.adapter import TargetAdapter
+from pytest_xtc.core.execution.work import Work, WorkRequest, target_work
+from pytest_xtc.core.outcome import Phase
+
+
+class InlineExecutor:
+    shared = False
+
+    def __init__(self, adapter: TargetAdapter) -> None:
+        self.adapter = adapter
+        self.phase = Phase.COMPILE.value
+
+    def run(self, request: WorkRequest, limits: Mapping[str, float]) -> Work:
+        self.phase = Phase.COMPILE.value
+        return target_work(self.adapter, request, self._enter)
+
+    def _enter(self, phase: str) -> None:
+        self.phase = phase
+
+    def close(self) -> None:
+        """Nothing to end."""

@@ -1,0 +1,194 @@
+"""A worker's clean state: what a kernel can change in its process, and what it leaves.
+
+:func:`fingerprint` reads, cheaply (tens of microseconds), the process state a kernel can
+change and the next case would inherit: signal handlers, mask and pending timers, the
+recursion limit, the environment, the working directory, fds 0, 1 and 2, rlimits, umask,
+``sys.path`` and the import hooks, tracing, numpy's error state, the locale, the floating
+point rounding mode, affinity and niceness, threads. The worker takes it when it starts
+and after each request; :func:`changes` names what differs, and a worker whose state
+changed is replaced before the next case (a fork, outside any case's clock).
+
+:func:`become_subreaper` makes orphans of the worker's descendants (daemons that double
+fork and ``setsid`` out of its process group) its children; :func:`end_strays` kills and
+reaps every such process after a request, and :func:`descendants` finds them from outside.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import gc
+import locale
+import os
+import signal
+import sys
+import threading
+from typing import Any
+
+_PR_SET_CHILD_SUBREAPER = 36
+_TIMERS = ("ITIMER_REAL", "ITIMER_VIRTUAL", "ITIMER_PROF")
+_SIGNALS = sorted(set(signal.valid_signals()) - {signal.SIGKILL, signal.SIGSTOP})
+_LIBC: Any = None
+
+
+def _libc() -> Any:
+    global _LIBC
+    if _LIBC is None:
+        _LIBC = ctypes.CDLL(None, use_errno=True)
+    return _LIBC
+
+
+def _handler(number: int) -> object:
+    try:
+        handler = signal.getsignal(number)
+    except (ValueError, OSError):
+        return None
+    return handler if isinstance(handler, int) or handler is None else id(handler)
+
+
+def _fd(number: int) -> object:
+    try:
+        stat = os.fstat(number)
+    except OSError:
+        return "closed"
+    return (stat.st_dev, stat.st_ino)
+
+
+def _umask() -> int:
+    mask = os.umask(0o22)
+    os.umask(mask)
+    return mask
+
+
+def _rlimits() -> tuple[Any, ...]:
+    import resource
+
+    names = sorted(n for n in dir(resource) if n.startswith("RLIMIT_"))
+    return tuple((n, resource.getrlimit(getattr(resource, n))) for n in names)
+
+
+def _numpy() -> object:
+    numpy = sys.modules.get("numpy")
+    if numpy is None:
+        return None
+    return (tuple(sorted(numpy.geterr().items())), numpy.getbufsize(),
+            id(numpy.geterrcall()), str(numpy.get_printoptions()))
+
+
+def _rounding() -> object:
+    with contextlib.suppress(Exception):
+        return int(_libc().fegetround())
+    return None
+
+
+def _cwd() -> str:
+    try:
+        return os.getcwd()
+    except OSError:
+        return "gone"
+
+
+def fingerprint() -> dict[str, object]:
+    """The process state a case could leave to the next one, as comparable values."""
+    return {
+        "signal handlers": tuple(_handler(n) for n in _SIGNALS),
+        "blocked signals": tuple(sorted(signal.pthread_sigmask(signal.SIG_BLOCK, []))),
+        "pending timers": tuple(
+            signal.getitimer(getattr(signal, t)) != (0.0, 0.0) for t in _TIMERS
+        ),
+        "recursion limit": sys.getrecursionlimit(),
+        "environment": tuple(sorted(os.environ.items())),
+        "working directory": _cwd(),
+        "standard streams": (tuple(_fd(n) for n in (0, 1, 2)),
+                             id(sys.stdin), id(sys.stdout), id(sys.stderr)),
+        "rlimits": _rlimits(),
+        "umask": _umask(),
+        "sys.path": tuple(sys.path),
+        "import hooks": (tuple(map(id, sys.meta_path)), tuple(map(id, sys.path_hooks))),
+        "tracing": (id(sys.gettrace()), id(sys.getprofile()), sys.getswitchinterval()),
+        "garbage collector": (gc.isenabled(), gc.get_threshold()),
+        "numpy state": _numpy(),
+        "locale": locale.setlocale(locale.LC_ALL, None),
+        "rounding mode": _rounding(),
+        "scheduling": (tuple(sorted(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity")
+                       else None, os.getpriority(os.PRIO_PROCESS, 0)),
+        "threads": threading.active_count(),
+    }
+
+
+def changes(before: dict[str, object], after: dict[str, object]) -> list[str]:
+    """What differs between two fingerprints, by name."""
+    return [name for name, value in before.items() if after.get(name) != value]
+
+
+def disarm_timers() -> None:
+    """Cancel pending interval timers (a kernel's ``alarm``), so the reply gets out."""
+    for name in _TIMERS:
+        with contextlib.suppress(OSError):
+            signal.setitimer(getattr(signal, name), 0)
+
+
+def become_subreaper() -> None:
+    """Linux: orphaned descendants become this process's children, not init's."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(Exception):
+            _libc().prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def _children(pid: int) -> set[int]:
+    """``pid``'s children, from /proc (every thread's list, or a scan of all stats)."""
+    found: set[int] = set()
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as listing:
+                found.update(int(p) for p in listing.read().split())
+        return found
+    except OSError:
+        return {child for child, parent in _parents().items() if parent == pid}
+
+
+def _parents() -> dict[int, int]:
+    parents: dict[int, int] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError), open(
+                f"/proc/{name}/stat"
+            ) as stat:
+                parents[int(name)] = int(stat.read().rsplit(")", 1)[1].split()[1])
+    return parents
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live process below ``pid`` (children, theirs...), from one scan of /proc."""
+    if not os.path.isdir("/proc"):
+        return []
+    below: dict[int, list[int]] = {}
+    for child, parent in _parents().items():
+        below.setdefault(parent, []).append(child)
+    found, todo = [], list(below.get(pid, []))
+    while todo:
+        child = todo.pop()
+        found.append(child)
+        todo.extend(below.get(child, []))
+    return found
+
+
+def end_strays(keep: set[int], rounds: int = 20) -> int:
+    """SIGKILL and reap every descendant of this process but ``keep`` (and theirs); how
+    many were ended. Orphans reparent here (:func:`become_subreaper`), so a few rounds
+    catch the daemons of a double fork too."""
+    ended: set[int] = set()
+    me = os.getpid()
+    for _ in range(rounds):
+        children = _children(me) - keep
+        if not children:
+            break
+        strays = set(descendants(me)) - keep if len(children) else set()
+        for pid in strays | children:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        for pid in children:
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(pid, 0)
+        ended |= strays | children
+    return len(ended)

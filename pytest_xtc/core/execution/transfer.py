@@ -1,0 +1,160 @@
+"""Moving a request or a reply between the pytest process and a worker at memory speed.
+
+A message is pickled with protocol 5, its arrays' bytes out of band. Small buffers go
+through the pipe. A large one travels as a reference to an anonymous shared-memory file
+(``memfd_create``: in no directory, so nothing can leak in /dev/shm), ``/proc/<sender>/fd/
+<n>`` and an offset: when the array already lies in such a file (made by
+:func:`shared_empty`, or received), nothing is copied; otherwise its bytes are written
+once into a new file. The receiver maps the file copy-on-write (a kernel writing into
+what it received never reaches the sender) and rebuilds the arrays as views of it; it
+keeps its own descriptor, so it can pass the arrays on without a copy either.
+
+Lifetimes: a file lives while an array maps it or a process holds its descriptor; the
+sender keeps what it sent alive until the receiver has mapped it (the worker's next phase
+report, or its next request). Whatever dies, the kernel frees the memory with the last
+mapping: no leak is possible.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import os
+import pickle
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+INLINE_MAX = 1 << 20  # out-of-band buffers below this go through the pipe
+_CHUNK = 1 << 30  # bytes per write system call (Linux moves at most 2 GiB - 4 KiB)
+_segments: dict[int, tuple[int, int, int]] = {}  # start address: (end, fd, owner pid)
+
+
+def shared_memory_available() -> bool:
+    return hasattr(os, "memfd_create") and os.path.isdir("/proc/self/fd")
+
+
+@dataclass
+class Packed:
+    """A message ready to send: ``frame`` goes through the pipe; ``fd`` (or -1) is a file
+    written for it, and ``keep`` what it refers to, both held until the receiver has it."""
+
+    frame: bytes
+    fd: int = -1
+    keep: Any = None
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
+            self.fd = -1
+        self.keep = None
+
+
+def shared_empty(shape: Sequence[int], dtype: Any) -> np.ndarray:
+    """An uninitialised array in a shared-memory file, sent without a copy (np.empty
+    where there is no memfd or for small arrays)."""
+    dtype = np.dtype(dtype)
+    size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if size < INLINE_MAX or not shared_memory_available():
+        return np.empty(tuple(shape), dtype)
+    fd = os.memfd_create("pytest-xtc-array", os.MFD_CLOEXEC)
+    try:
+        os.ftruncate(fd, size)
+    except BaseException:
+        os.close(fd)
+        raise
+    segment = _map(fd, size, mmap.MAP_SHARED)
+    return np.frombuffer(segment, dtype=dtype, count=size // dtype.itemsize).reshape(shape)
+
+
+def _map(fd: int, size: int, flags: int) -> mmap.mmap:
+    """Map ``fd`` and register it; ``fd`` is closed with the mapping (or on failure)."""
+    try:
+        segment = mmap.mmap(fd, size, flags=flags, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+    except BaseException:
+        os.close(fd)
+        raise
+    start = np.frombuffer(segment, dtype=np.uint8).ctypes.data
+    _segments[start] = (start + size, fd, os.getpid())
+    weakref.finalize(segment, _forget, start, fd)
+    return segment
+
+
+def _forget(start: int, fd: int) -> None:
+    if _segments.pop(start, None) is not None:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+def _locate(view: memoryview) -> tuple[int, int] | None:
+    """(fd, offset) of a buffer lying in a shared file of this process, else None."""
+    if not _segments:
+        return None
+    address = np.frombuffer(view, dtype=np.uint8).ctypes.data
+    me = os.getpid()
+    for start, (end, fd, owner) in _segments.items():
+        if owner == me and start <= address and address + view.nbytes <= end:
+            return fd, address - start
+    return None
+
+
+def pack(message: Any) -> Packed:
+    """``message`` as a frame; its large buffers by reference to shared files."""
+    buffers: list[pickle.PickleBuffer] = []
+
+    def out_of_band(buffer: pickle.PickleBuffer) -> bool:
+        if buffer.raw().nbytes < INLINE_MAX or not shared_memory_available():
+            return True  # in band
+        buffers.append(buffer)
+        return False
+
+    data = pickle.dumps(message, protocol=5, buffer_callback=out_of_band)
+    parts: list[tuple[int, int, int]] = []
+    copies = [(b, b.raw()) for b in buffers if _locate(b.raw()) is None]
+    written = _write(copies) if copies else -1
+    offset = 0
+    for buffer in buffers:
+        view = buffer.raw()
+        where = _locate(view)
+        if where is None:
+            where, offset = (written, offset), offset + view.nbytes
+        parts.append((where[0], where[1], view.nbytes))
+    frame = pickle.dumps((data, parts, os.getpid()), protocol=5)
+    return Packed(frame, written, buffers)
+
+
+def _write(copies: list[tuple[pickle.PickleBuffer, memoryview]]) -> int:
+    """A new shared file holding the buffers' bytes, one after the other."""
+    fd = os.memfd_create("pytest-xtc-transfer", os.MFD_CLOEXEC)
+    try:
+        os.ftruncate(fd, sum(view.nbytes for _, view in copies))
+        offset = 0
+        for _, view in copies:
+            done = 0
+            while done < view.nbytes:
+                done += os.pwrite(fd, view[done : done + _CHUNK], offset + done)
+            offset += view.nbytes
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def unpack(frame: bytes) -> Any:
+    """The message a frame from :func:`pack` holds (while its sender still keeps it)."""
+    data, parts, pid = pickle.loads(frame)
+    if not parts:
+        return pickle.loads(data)
+    mapped: dict[int, memoryview] = {}
+    views = []
+    for fd, offset, size in parts:
+        if fd not in mapped:
+            local = os.open(f"/proc/{pid}/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC)
+            size = os.fstat(local).st_size
+            mapped[fd] = memoryview(_map(local, size, mmap.MAP_PRIVATE))
+        views.append(mapped[fd][offset : offset + size])
+    return pickle.loads(data, buffers=views)

@@ -1,0 +1,321 @@
+"""Workers: large operands cross at memory speed and untimed, a case starts in a clean
+worker state, processes a case leaves (daemons included) are ended, recovery is paid by
+the case that caused it, and a timeout plugin's end of a case is no wrong result."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from pytest_xtc.core.execution import isolation, transfer
+from tests.test_isolation import Interrupted, gone
+from tests.test_reliability import gone as processes_gone
+
+pytestmark = pytest.mark.skipif(not isolation.available(), reason="needs fork and setsid")
+MB = 2**20
+
+
+def shm_entries() -> set[str]:
+    return set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def echo(request: Any, report: isolation.Report) -> Any:
+    return request
+
+
+def test_large_operands_cross_both_ways_untimed() -> None:
+    """128 MB each way under a 1 s phase limit: the transfer is not the phase's (the
+    quadratic pipe took minutes for this); the bytes arrive exact and writable, and a
+    write on one side never reaches the other."""
+    sent = transfer.shared_empty((32 * MB,), np.float32)
+    sent[:] = np.arange(sent.size, dtype=np.float32)
+    heap = np.full(16 * MB, 7.0)  # not in shared memory: written once into a new file
+    worker = isolation.Worker(echo)
+    try:
+        back = worker.call([sent, heap], {"x": 1.0}, "x")
+    finally:
+        worker.stop()
+    assert np.array_equal(back[0], sent) and np.array_equal(back[1], heap)
+    back[0][0] = -1.0
+    assert sent[0] == 0.0 and back[0].flags.writeable
+
+
+@pytest.mark.parametrize("how", ["returns", "crashes", "times out"])
+def test_no_shared_memory_is_left_whatever_the_worker_does(how: str) -> None:
+    def handler(request: Any, report: isolation.Report) -> Any:
+        if how == "crashes":
+            os._exit(3)
+        if how == "times out":
+            time.sleep(60)
+        return request * 2
+
+    before_shm, before_fds = shm_entries(), open_fds()
+    worker = isolation.Worker(handler, renew=False)
+    big = transfer.shared_empty((8 * MB,), np.float32)
+    big[:] = 1.0
+    try:
+        if how == "returns":
+            assert float(worker.call(big, {"x": 5}, "x")[0]) == 2.0
+        else:
+            with pytest.raises(isolation.ChildFailure):
+                worker.call(big, {"x": 1}, "x")
+    finally:
+        worker.stop()
+        if worker.log is not None:
+            worker.log.close()  # kept by a stopped worker for its last words
+    del big
+    import gc
+
+    gc.collect()
+    assert shm_entries() == before_shm
+    assert open_fds() == before_fds
+
+
+def tamper(fault: str) -> None:
+    if fault == "alarm":
+        signal.alarm(1)
+    elif fault == "recursion limit":
+        sys.setrecursionlimit(60)
+    elif fault == "PATH":
+        os.environ["PATH"] = "/nonexistent"
+    elif fault == "closed stdio":
+        os.close(1)
+        os.close(2)
+    elif fault == "umask":
+        os.umask(0o777)
+    elif fault == "working directory":
+        os.chdir("/")
+    elif fault == "signal handler":
+        signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+    elif fault == "numpy errors":
+        np.seterr(all="raise")
+
+
+def state(request: Any, report: isolation.Report) -> Any:
+    """Tamper when asked to, else say what a case would find (after 1.5 s: an alarm left
+    pending would have killed the worker by then)."""
+    if request != "look":
+        tamper(request)
+        return None
+    time.sleep(1.5)
+    print("the standard streams work")
+    mask = os.umask(0o22)
+    os.umask(mask)
+    return (sys.getrecursionlimit(), os.environ.get("PATH"), mask, os.getcwd(),
+            signal.getsignal(signal.SIGUSR1), np.geterr())
+
+
+FAULTS = ["alarm", "recursion limit", "PATH", "closed stdio", "umask", "working directory",
+          "signal handler", "numpy errors"]
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+def test_a_case_that_changes_its_worker_leaves_the_next_a_clean_one(fault: str) -> None:
+    worker = isolation.Worker(state)
+    try:
+        clean = worker.call("look", {"x": 20}, "x")
+        worker.call(fault, {"x": 20}, "x")
+        assert any(note.startswith("worker replaced") for note in worker.notes), worker.notes
+        assert worker.call("look", {"x": 20}, "x") == clean
+        assert worker.notes == ()
+    finally:
+        worker.stop()
+
+
+def test_an_untouched_worker_is_kept() -> None:
+    worker = isolation.Worker(echo)
+    try:
+        worker.call(1, {"x": 20}, "x")
+        pid = worker.pid
+        worker.call(2, {"x": 20}, "x")
+        assert worker.pid == pid and worker.notes == ()
+    finally:
+        worker.stop()
+
+
+def daemonize(mark: str) -> None:
+    """Double fork and setsid: a daemon out of the worker's process group."""
+    first = os.fork()
+    if first == 0:
+        os.setsid()
+        if os.fork() == 0:
+            os.execv(sys.executable, [sys.executable, "-c", "import time; time.sleep(600)", mark])
+        os._exit(0)
+    os.waitpid(first, 0)
+
+
+def test_a_daemon_a_case_leaves_is_ended_and_said(tmp_path: Path) -> None:
+    mark = f"xtc-daemon-{os.getpid()}-{time.monotonic_ns()}"
+    worker = isolation.Worker(lambda request, report: daemonize(mark))
+    try:
+        worker.call(None, {"x": 20}, "x")
+        assert worker.notes == ("ended 1 process the case left behind",)
+    finally:
+        worker.stop()
+    assert not processes_gone(mark, within=5.0)
+
+
+def test_a_daemon_is_ended_when_the_worker_times_out() -> None:
+    mark = f"xtc-daemon-{os.getpid()}-{time.monotonic_ns()}"
+
+    def handler(request: Any, report: isolation.Report) -> None:
+        daemonize(mark)
+        time.sleep(60)
+
+    worker = isolation.Worker(handler, renew=False)
+    with pytest.raises(isolation.ChildFailure, match="timed out"):
+        worker.call(None, {"x": 2}, "x")
+    assert not processes_gone(mark, within=5.0)
+
+
+@pytest.fixture
+def interrupt_in() -> Iterator[Callable[[float], None]]:
+    """Raise Interrupted from a SIGALRM handler after some seconds (as pytest-timeout)."""
+
+    def handler(signum: int, frame: Any) -> None:
+        raise Interrupted("interrupted")
+
+    previous = signal.signal(signal.SIGALRM, handler)
+    yield lambda seconds: signal.setitimer(signal.ITIMER_REAL, seconds) and None
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    signal.signal(signal.SIGALRM, previous)
+
+
+def test_recovery_is_paid_by_the_interrupted_case(interrupt_in, tmp_path: Path) -> None:
+    """A call interrupted (as pytest-timeout's signal method does) or crashed leaves a
+    fresh worker already forked and warmed, before the next call starts."""
+    warmed = tmp_path / "warmed"
+
+    def handler(request: Any, report: isolation.Report) -> Any:
+        if request == "warm":
+            with open(warmed, "a") as log:
+                log.write(f"{os.getpid()}\n")
+            return None
+        if request == "crash":
+            os._exit(1)
+        time.sleep(request)
+        return request
+
+    worker = isolation.Worker(handler, warm="warm")
+    try:
+        worker.call(0, {"x": 20}, "x")
+        first = worker.pid
+        interrupt_in(0.5)
+        with pytest.raises(Interrupted):
+            worker.call(30, {"x": 60}, "x")
+        assert worker.pid not in (0, first) and gone(first)
+        assert warmed.read_text().split() == [str(worker.pid)]
+        second = worker.pid
+        with pytest.raises(isolation.ChildFailure, match="exited with code 1"):
+            worker.call("crash", {"x": 20}, "x")
+        assert worker.pid not in (0, second)
+        assert warmed.read_text().split()[-1] == str(worker.pid)
+    finally:
+        worker.stop()
+
+
+FAULTY = """
+import os, signal, sys, time
+from pytest_xtc.targets.host import HostTarget
+
+MARK = {mark!r}
+FAULTS = {faults!r}
+
+
+def daemonize():
+    first = os.fork()
+    if first == 0:
+        os.setsid()
+        if os.fork() == 0:
+            os.execv(sys.executable, [sys.executable, "-c", "import time; time.sleep(600)", MARK])
+        os._exit(0)
+    os.waitpid(first, 0)
+
+
+class Faulty(HostTarget):
+    def compile(self, case, workdir):
+        artifact = super().compile(case, workdir)
+        artifact.notes["case"] = case.id
+        return artifact
+
+    def run(self, artifact, inputs, outputs, timing=None):
+        result = super().run(artifact, inputs, outputs) if timing is None else \\
+            super().run(artifact, inputs, outputs, timing)
+        fault = FAULTS.get(artifact.notes["case"])
+        if fault == "alarm":
+            signal.alarm(1)
+        elif fault == "recursion limit":
+            sys.setrecursionlimit(60)
+        elif fault == "PATH":
+            os.environ["PATH"] = "/nonexistent"
+        elif fault == "closed stdio":
+            os.close(1)
+            os.close(2)
+        elif fault == "daemon":
+            daemonize()
+        elif fault == "slow":
+            time.sleep({slow})
+        return result
+"""
+
+SESSION_FAULTS = {
+    "relu-float32-5x7-none": "alarm",
+    "relu-float32-5x7-tile": "recursion limit",
+    "matmul-float32-13x11x7-none": "PATH",
+    "matmul-float32-13x11x7-tile": "closed stdio",
+    "matmul-float32-13x11x7-unroll": "daemon",
+    "relu-float32-5x7-vectorize": "slow",
+}
+SELECT = "(relu-float32-5x7 or matmul-float32-13x11x7) and not exact"
+TIMEOUT = 20  # pytest-timeout's, per case: the slow kernel takes 2 x (TIMEOUT + 1) s
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["no-xdist", "xdist-2"])
+def test_faulty_kernels_leave_every_other_verdict_as_a_clean_run(
+    vendor, run, pytester, workers
+) -> None:
+    """One session, a faulty target (alarm, recursion limit, PATH, closed stdio, a setsid
+    daemon, a correct kernel too slow for ``--timeout``) beside the clean host: every
+    other case's verdict is the clean one's, the timeout is an infrastructure error, no
+    process is left, and the bundle verifies."""
+    pytest.importorskip("pytest_timeout")
+    mark = f"xtc-hygiene-{os.getpid()}-{len(workers)}"
+    source = FAULTY.format(mark=mark, faults=SESSION_FAULTS, slow=TIMEOUT + 1)
+    vendor("faulty_xtc", {"faulty": "faulty_adapter:Faulty"}, {"faulty_adapter": source})
+    result = run("--xtc-target=faulty,host", "-k", SELECT, f"--timeout={TIMEOUT}",
+                 "--timeout-method=signal", "--xtc-report=bundle", "--xtc-repeat=0", *workers)
+    out = result.stdout.str()
+    records = [json.loads(line)
+               for line in (pytester.path / "bundle" / "results.jsonl").read_text().splitlines()]
+    verdicts = {(r["target"], r["case"].split("[")[-1]): r for r in records}
+    clean = {case: r["status"] for (target, case), r in verdicts.items() if target == "host"}
+    faulty = {case: r for (target, case), r in verdicts.items() if target == "faulty"}
+    assert clean and set(faulty) == set(clean), out
+    assert set(clean.values()) == {"passed"}, out
+    for case, record in faulty.items():
+        if case not in SESSION_FAULTS:
+            assert record["status"] == clean[case], (case, record, out)
+    slow = faulty["relu-float32-5x7-vectorize"]
+    assert slow["status"] == "error" and "Timeout" in slow["message"], slow
+    # two daemons: the kernel runs twice, on fresh inputs each time
+    assert "ended 2 processes the case left behind" in faulty["matmul-float32-13x11x7-unroll"][
+        "message"]
+    verify = subprocess.run([sys.executable, "-m", "pytest_xtc.cli", "verify",
+                             str(pytester.path / "bundle")], capture_output=True, text=True,
+                            timeout=120, check=False)
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    assert not processes_gone(mark, str(pytester.path)), "processes left behind"
