@@ -62,7 +62,8 @@ def pytest_args(args: argparse.Namespace) -> list[str]:
     from pytest_xtc.conformance import SUITE_MODULE
 
     argv = [str(SUITE_MODULE), f"--xtc-target={args.target}", "--xtc-strict",
-            "--xtc-ignore-expectations", f"--xtc-report={args.report}", "-p", "no:cacheprovider"]
+            "--xtc-ignore-expectations", "--xtc-order-check", f"--xtc-report={args.report}",
+            "-p", "no:cacheprovider"]
     argv += [f"--xtc-{k}={v}" for k, v in _target_options(args.target_option).items()
              if v is not None]
     if args.workers:

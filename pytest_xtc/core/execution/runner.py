@@ -22,7 +22,7 @@ from pytest_xtc.core.adapter import TargetAdapter, Tier
 from pytest_xtc.core.cases import graphs, values
 from pytest_xtc.core.cases.case import Case, case_bytes
 from pytest_xtc.core.cases.selectors import Traits
-from pytest_xtc.core.execution import isolation, perf, remote
+from pytest_xtc.core.execution import isolation, order, perf, remote
 from pytest_xtc.core.execution.settings import Settings
 from pytest_xtc.core.execution.work import (
     Work,
@@ -139,6 +139,10 @@ def run_case(
     if not execute:
         return _end(outcome, Status.PASSED, done.phase, "")
     outcome = _check(outcome, case, input_sets, done)
+    previous = order.followed(adapter.name, case.id)
+    if outcome.status is Status.PASSED and settings.order:
+        run = partial(run_case, adapter)
+        outcome = order.check(outcome, case, workdir, settings, run, previous)
     if outcome.status is Status.PASSED and settings.perf:
         outcome.perf = _perf(adapter, case, inputs, outcome.times, settings)
     return outcome
