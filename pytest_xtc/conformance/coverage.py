@@ -103,14 +103,16 @@ def _grow(start: Pair, values: Mapping[str, Sequence[Any]], rules: Sequence[Rule
     return {n: row[n] for n in names}
 
 
-def all_pairs(values: Mapping[str, Sequence[Any]], rules: Sequence[Rule], seed: int = 0
-              ) -> list[Row]:
-    """Rows covering every feasible pair of parameter values. Raises ValueError naming a
-    pair no row satisfying the rules can hold."""
+def all_pairs(values: Mapping[str, Sequence[Any]], rules: Sequence[Rule], seed: int = 0,
+              include: Sequence[Row] = ()) -> list[Row]:
+    """Rows covering every feasible pair of parameter values, starting with ``include``.
+    Raises ValueError naming a pair no row satisfying the rules can hold."""
     names = list(values)
     todo = feasible_pairs(values, rules)
     rng = random.Random(seed)
-    rows: list[Row] = []
+    rows: list[Row] = [dict(row) for row in include]
+    for row in rows:
+        todo -= pairs_in(row, names)
     while todo:
         ordered = sorted(todo, key=repr)
         best: Row | None = None
@@ -157,9 +159,11 @@ class Coverage:
         for name, counts in self.values.items():
             shown = " ".join(f"{v}:{n}" for v, n in counts.items())
             found.append(f"  {name:<9} {shown}")
-        missing = [f"{a}x{b} {g}/{w}" for (a, b), (g, w) in self.pairs.items() if g < w]
-        found.append("  every pair of parameters covered" if not missing
-                     else "  pairs missing: " + ", ".join(missing))
+        found.append("  pairs of values covered / allowed, per two parameters:")
+        for name in self.values:
+            mine = [f"{b} {g}/{w}" for (a, b), (g, w) in self.pairs.items() if a == name]
+            if mine:
+                found.append(f"  {name:<9} x " + ", ".join(mine))
         return found
 
 
@@ -181,13 +185,18 @@ def measure(family: str, rows: Sequence[Row], values: Mapping[str, Sequence[Any]
 def cover_rows(spec: Mapping[str, Any]) -> tuple[list[Row], dict[str, list[Any]], list[Rule]]:
     """A family's ``cover`` section: its rows (``same`` parameters copied in), values and
     rules. Raises ValueError for a section it does not understand."""
-    unknown = set(spec) - {"values", "rules", "same", "seed"}
+    unknown = set(spec) - {"values", "rules", "same", "seed", "include"}
     if unknown or not isinstance(spec.get("values"), Mapping):
-        raise ValueError(f"coverage: a cover section takes values, rules, same, seed "
-                         f"(got {sorted(spec)})")
+        raise ValueError(f"coverage: a cover section takes values, rules, same, seed, "
+                         f"include (got {sorted(spec)})")
     values = {str(k): list(v) for k, v in spec["values"].items()}
     rules = [Rule.parse(r, list(values)) for r in spec.get("rules", ())]
-    rows = all_pairs(values, rules, int(spec.get("seed", 0)))
+    include = list(spec.get("include", ()))
+    for row in include:
+        if set(row) != set(values) or any(row[k] not in values[k] for k in values):
+            raise ValueError(f"coverage: included row {row} must give every parameter one "
+                             "of its values")
+    rows = all_pairs(values, rules, int(spec.get("seed", 0)), include)
     for copy, source in (spec.get("same") or {}).items():
         for row in rows:
             row[copy] = row[source]
