@@ -111,18 +111,18 @@ def all_pairs(values: Mapping[str, Sequence[Any]], rules: Sequence[Rule], seed: 
     todo = feasible_pairs(values, rules)
     rng = random.Random(seed)
     rows: list[Row] = [dict(row) for row in include]
-    for row in rows:
-        todo -= pairs_in(row, names)
+    for kept in rows:
+        todo -= pairs_in(kept, names)
     while todo:
         ordered = sorted(todo, key=repr)
         best: Row | None = None
         best_gain = 0
         for attempt in range(CANDIDATES):
             start = ordered[0] if attempt == 0 else rng.choice(ordered)
-            row = _grow(start, values, rules, todo, rng)
-            gain = len(pairs_in(row, names) & todo) if row else 0
-            if row and gain > best_gain:
-                best, best_gain = row, gain
+            grown = _grow(start, values, rules, todo, rng)
+            gain = len(pairs_in(grown, names) & todo) if grown else 0
+            if grown and gain > best_gain:
+                best, best_gain = grown, gain
         if best is None:
             raise ValueError(f"coverage: no row allowed by the rules holds {ordered[0]}")
         rows.append(best)
