@@ -23,6 +23,8 @@ from pytest_xtc.core.outcome import Outcome, Status
 RunFn = Callable[[Case, Path, Settings], Outcome]
 
 _previous: dict[str, str] = {}  # target -> the case run last in this process
+_unusable: dict[str, set[str]] = {}  # target -> neighbours that did not run there
+TRIES = 6  # neighbours tried, at most, for one case
 
 
 def pool(cases: Sequence[Case]) -> tuple[Case, ...]:
@@ -37,17 +39,23 @@ def pool(cases: Sequence[Case]) -> tuple[Case, ...]:
     return tuple(smallest[k] for k in sorted(smallest))
 
 
-def neighbour(case: Case, candidates: Sequence[Case], seed: int, previous: str = "") -> Case | None:
-    """A seeded choice among the candidates most unlike ``case`` (dtype first, then op,
-    then shape), never the case itself nor the one it ran after."""
+def neighbours(case: Case, candidates: Sequence[Case], seed: int, previous: str = ""
+               ) -> list[Case]:
+    """The candidates, most unlike ``case`` first (dtype, then op, then shape), in a seeded
+    order among equals; never the case itself nor the one it ran after."""
     def unlike(other: Case) -> tuple[bool, bool, bool]:
         return (other.dtype != case.dtype, other.op != case.op, other.shape != case.shape)
 
     usable = [c for c in candidates if c.id not in (case.id, previous)]
-    if not usable:
-        return None
-    best = max(unlike(c) for c in usable)
-    return random.Random(seed).choice([c for c in usable if unlike(c) == best])
+    random.Random(seed).shuffle(usable)
+    return sorted(usable, key=unlike, reverse=True)
+
+
+def neighbour(case: Case, candidates: Sequence[Case], seed: int, previous: str = ""
+              ) -> Case | None:
+    """The first of :func:`neighbours`, or None."""
+    found = neighbours(case, candidates, seed, previous)
+    return found[0] if found else None
 
 
 def followed(target: str, case_id: str) -> str:
@@ -57,17 +65,30 @@ def followed(target: str, case_id: str) -> str:
     return before
 
 
+def _run_neighbour(target: str, case: Case, settings: Settings, previous: str, workdir: Path,
+                   run: RunFn, quiet: Settings) -> Case | None:
+    """Run the first neighbour whose kernel runs on the target (one that does not, being
+    unsupported or failing to compile, is not tried again); the one that ran, or None."""
+    seed = case.seed(settings.base_seed, 7)
+    unusable = _unusable.setdefault(target, set())
+    for n, other in enumerate(neighbours(case, settings.order, seed, previous)):
+        if other.id in unusable or n >= TRIES:
+            continue
+        if run(other, workdir / f"order-neighbour-{n}", quiet).calls:
+            return other
+        unusable.add(other.id)
+    return None
+
+
 def check(
     outcome: Outcome, case: Case, workdir: Path, settings: Settings, run: RunFn, previous: str
 ) -> Outcome:
     """``outcome`` (a passed case's) failed when the case, run again right after a
     neighbour, gives other outputs (or fails); the message names both orders."""
-    seed = case.seed(settings.base_seed, 7)
-    other = neighbour(case, settings.order, seed, previous)
+    quiet = replace(settings, order=(), timing=ONCE, perf=False, peak=False)
+    other = _run_neighbour(outcome.target, case, settings, previous, workdir, run, quiet)
     if other is None or outcome.output_digest is None:
         return outcome
-    quiet = replace(settings, order=(), timing=ONCE, perf=False, peak=False)
-    run(other, workdir / "order-neighbour", quiet)
     again = run(case, workdir / "order-again", quiet)
     first = f"after {previous}" if previous else "first on its worker"
     if again.status is not Status.PASSED:
