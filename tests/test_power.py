@@ -88,7 +88,8 @@ CLASSES = {
         "call 3 of 3 (timed, on call 1's inputs)",
     ),
     "pointwise-conv-offset": (
-        ["conv2d-float32-2x10x11x16-1x1x8-s2-p0-tile", "conv2d-float32-1x13x1x3-1x1x17-s2-p0-split"],
+        ["conv2d-float32-2x10x11x16-1x1x8-s2-p0-tile",
+         "conv2d-float32-1x13x1x3-1x1x17-s2-p0-split"],
         "exceed the bound",
     ),
 }
