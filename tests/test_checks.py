@@ -105,6 +105,7 @@ def test_catalog_covers_every_pair_with_a_resnet_projection(capsys) -> None:
     assert set(conv["r"]) == {1, 3, 5, 7} and set(conv["stride"]) == {1, 2, 3}
     assert table["matmul"].values["k"][4099] > 0
     ids = {c.id for c in builtin_cases()}
+    assert len(ids) == len(builtin_cases())  # a pair a hand-picked case holds is not repeated
     assert "conv2d-float32-2x10x11x16-1x1x8-s2-p0-tile" in ids  # 1x1 stride 2, batch 2
     assert main(["coverage"]) == 0
     out = capsys.readouterr().out
