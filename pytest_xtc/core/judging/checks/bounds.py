@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_xtc.core.judging.checks import Finding, Seen
+from pytest_xtc.core.judging.checks.base import Finding, Seen
 
 
 class GuardBands:

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_xtc.core.judging import checking
-from pytest_xtc.core.judging.checks import Finding, Seen
+from pytest_xtc.core.judging.checks.base import Finding, Seen
 
 
 class Results:
