@@ -64,7 +64,8 @@ def pytest_args(args: argparse.Namespace) -> list[str]:
     from pytest_xtc.conformance import SUITE_MODULE
 
     argv = [str(SUITE_MODULE), f"--xtc-target={args.target}", "--xtc-strict",
-            "--xtc-ignore-expectations", f"--xtc-report={args.report}", "-p", "no:cacheprovider"]
+            "--xtc-ignore-expectations", "--xtc-order-check", f"--xtc-report={args.report}",
+            "-p", "no:cacheprovider"]
     argv += [f"--xtc-{k}={v}" for k, v in _target_options(args.target_option).items()
              if v is not None]
     if args.workers:
@@ -212,6 +213,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("selftest", help="prove the suite's power: faulty host variants must all "
                    "be rejected, the real host must pass three seeded runs")
 
+    sub.add_parser("coverage", help="print what the catalog's cases cover of each op's "
+                   "parameters: every value, and every pair of values (all-pairs)")
+
     merge = sub.add_parser("merge", help="merge bundles of shards or machines into one")
     merge.add_argument("out", type=Path, metavar="OUT")
     merge.add_argument("bundles", type=Path, nargs="+", metavar="DIR")
@@ -240,6 +244,16 @@ def cmd_shrink(args: argparse.Namespace) -> int:
     return 0 if all(r.reproduced for r in results) else 1
 
 
+def cmd_coverage() -> int:
+    """Print each covered family's table; exit 1 when a pair is left uncovered."""
+    from pytest_xtc.conformance import coverage_table
+
+    table = coverage_table()
+    for found in table.values():
+        print("\n".join(found.lines()))
+    return 0 if all(c.complete for c in table.values()) else 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
@@ -263,6 +277,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_shrink(args)
         if args.command == "import":
             return importer.main(args)
+        if args.command == "coverage":
+            return cmd_coverage()
         return cmd_merge(args)
     except CliError as exc:
         print(visible(f"{PROG}: {exc}"), file=sys.stderr)

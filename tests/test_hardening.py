@@ -205,15 +205,18 @@ def test_repeat_check_runs_each_kernel_twice(run) -> None:
 
 def test_every_faulty_variant_is_rejected_by_some_case(tmp_path: Path) -> None:
     """The plugin's own version of ``xtc-conformance selftest``, on a smaller slice."""
-    from pytest_xtc.core.execution.runner import Settings, run_case
+    from dataclasses import replace
+
+    from pytest_xtc.core.execution.runner import run_case
     from pytest_xtc.core.outcome import Status
     from pytest_xtc.selftest import proof as selftest
 
     cases = [c for c in selftest.selected_cases() if c.schedule.name == "tile"]
+    settings = replace(selftest.settings(0), order=())  # the timed calls checked; in order
     for name in faults.FAULTS:
         adapter = faults.make(name)
         statuses = [
-            run_case(adapter, c, tmp_path / f"{name}-{i}", Settings()).status
+            run_case(adapter, c, tmp_path / f"{name}-{i}", settings).status
             for i, c in enumerate(cases)
         ]
         assert Status.FAILED in statuses, name

@@ -13,11 +13,12 @@ import pytest
 import yaml
 
 from pytest_xtc.conformance import builtin_cases
-from pytest_xtc.core.adapter import TargetSpec
+from pytest_xtc.core.adapter import ONCE, TargetSpec
 from pytest_xtc.core.cases import expectations, values
 from pytest_xtc.core.cases.case import Case
 from pytest_xtc.core.cases.selectors import Traits
-from pytest_xtc.core.execution import guard
+from pytest_xtc.core.execution import guard, order
+from pytest_xtc.core.execution.perf import DEFAULT_TIMING
 from pytest_xtc.core.execution.runner import Settings, run_case
 from pytest_xtc.core.judging import precision, reference
 from pytest_xtc.core.outcome import Outcome, Status
@@ -35,8 +36,11 @@ def cases(*ids: str) -> list[Case]:
 
 def outcomes(adapter: HostTarget, chosen: list[Case], tmp: Path, seed: int = 0,
              **settings: object) -> list[Outcome]:
+    """The cases run in this order, with the plugin's default timing (the timed calls are
+    checked) unless ``settings`` says otherwise."""
+    given: dict[str, object] = {"timing": DEFAULT_TIMING, "perf": False, **settings}
     return [
-        run_case(adapter, case, tmp / f"{adapter.name}-{seed}-{n}", Settings(seed, **settings))  # type: ignore[arg-type]
+        run_case(adapter, case, tmp / f"{adapter.name}-{seed}-{n}", Settings(seed, **given))  # type: ignore[arg-type]
         for n, case in enumerate(chosen)
     ]
 
@@ -51,7 +55,7 @@ CLASSES = {
     ),
     "caches-by-shape": (
         ["matmul-float32-13x11x7-tile", "pad-float32-5x7-pad0:1-2_1:0-3-none"],
-        "call 2 of 2 (fresh inputs)",
+        "call 2 of 3 (fresh inputs)",
     ),
     "nan-to-zero": (
         ["relu-float32-64x129-none-special", "matmul-float32-12x10x7-none-special"],
@@ -70,6 +74,31 @@ CLASSES = {
         ["conv2d-float32-2x8x8x3-3x3x4-s1-p0-none", "conv2d-float32-3x9x9x4-3x3x6-s2-p1-tile"],
         "exceed the bound",
     ),
+    # issue 21: faults hiding behind the call count, the timing, the catalog's gaps
+    "wrong-from-third-call": (
+        ["matmul-float32-13x11x7-tile", "pad-float32-5x7-pad0:1-2_1:0-3-none"],
+        "call 3 of 3 (timed, on call 1's inputs)",
+    ),
+    "wrong-when-timed": (
+        ["matmul-float32-13x11x7-tile", "relu-float32-5x7-vectorize"],
+        "call 3 of 3 (timed, on call 1's inputs)",
+    ),
+    "timed-on-stale-inputs": (
+        ["matmul-float32-13x11x7-tile", "pad-float32-5x7-pad0:1-2_1:0-3-none"],
+        "call 3 of 3 (timed, on call 1's inputs)",
+    ),
+    "pointwise-conv-offset": (
+        ["conv2d-float32-2x10x11x16-1x1x8-s2-p0-tile",
+         "conv2d-float32-1x13x1x3-1x1x17-s2-p0-split"],
+        "exceed the bound",
+    ),
+}
+
+#: Faults of state kept from the case before, and cases each is rejected on by the order
+#: check (run in this order without it, they pass).
+ORDER_FAULTS = {
+    "keeps-dtype-state": ["matmul-float64-13x11x7-tile", "pad-float64-5x7-pad0:1-2_1:0-3-none"],
+    "keeps-shape-state": ["matmul-float32-13x11x7-tile", "matmul-float32-13x11x7-vectorize"],
 }
 
 
@@ -83,7 +112,32 @@ def test_each_fault_class_is_rejected_and_the_host_is_not(fault: str, tmp_path: 
     for seed in SEEDS:
         for outcome in outcomes(HOST, chosen, tmp_path, seed):
             assert outcome.status is Status.PASSED, (seed, outcome.case, outcome.message)
-            assert outcome.guarded is True and outcome.calls == 2
+            assert outcome.guarded is True and outcome.calls == 3
+
+
+@pytest.mark.parametrize("fault", sorted(ORDER_FAULTS))
+def test_state_from_the_case_before_is_rejected_by_the_order_check(fault: str,
+                                                                    tmp_path: Path) -> None:
+    chosen = cases(*ORDER_FAULTS[fault])
+    pool = order.pool(builtin_cases())
+    for outcome in outcomes(faults.make(fault), chosen, tmp_path, order=pool):
+        assert outcome.status is Status.FAILED, (fault, outcome.case, outcome.message)
+        assert "right after" in outcome.message and "-float" in outcome.message
+    plain = outcomes(faults.make(fault), chosen, tmp_path / "plain")  # hidden without it
+    assert all(o.status is Status.PASSED for o in plain), [o.message for o in plain]
+    for seed in SEEDS:
+        for outcome in outcomes(HOST, chosen, tmp_path / "host", seed, order=pool):
+            assert outcome.status is Status.PASSED, (seed, outcome.case, outcome.message)
+            assert outcome.checks and outcome.checks["order"]["after"]
+
+
+def test_every_call_is_checked_without_timing_too(tmp_path: Path) -> None:
+    """--xtc-repeat=0 (no performance): the third call is made, once, and checked."""
+    chosen = cases("matmul-float32-13x11x7-tile")
+    (bad,) = outcomes(faults.make("wrong-from-third-call"), chosen, tmp_path, timing=ONCE)
+    assert bad.status is Status.FAILED and "call 3 of 3" in bad.message
+    (good,) = outcomes(HOST, chosen, tmp_path, timing=ONCE)
+    assert good.status is Status.PASSED and good.calls == 3
 
 
 def test_tf32_passes_the_rigorous_bound_and_fails_only_the_statistic(tmp_path: Path) -> None:

@@ -127,6 +127,7 @@ def test_node_ids_have_a_file_part_and_run_as_they_are(pytester) -> None:
     assert props["xtc_status"] == "passed" and props["xtc_phase"]
     assert int(props["xtc_seed"]) >= 0
     assert props["xtc_rerun"].startswith("pytest ")
+    assert "--xtc-max-case-bytes" not in props["xtc_rerun"]  # the default: not repeated
     assert "xtc_outcome" not in props  # no Python repr of a dict
     assert all(not (v or "").startswith("{") for v in props.values()), props
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import yaml
 
+from pytest_xtc.conformance import coverage
 from pytest_xtc.conformance.families import FAMILIES
 from pytest_xtc.core.cases.case import Case, Schedule
 
@@ -29,10 +30,13 @@ def builtin_cases() -> tuple[Case, ...]:
     cases: list[Case] = []
     for family, spec in catalog["families"].items():
         schedules = [Schedule.from_data(n, steps) for n, steps in spec["schedules"].items()]
+        covered = _covered(family, spec, {s.name: s for s in schedules})
         for dtype in catalog["dtypes"]:
-            for params in spec["shapes"]:
+            for params in spec.get("shapes", ()):
                 graph, shape = _build(family, params, dtype)
                 cases += [Case(family, dtype, shape, sched, graph) for sched in schedules]
+        picked = {c.id for c in cases}
+        cases += [c for c in covered if c.id not in picked]  # a pair the hand-picked hold
         exact_schedules = schedules[:2]
         for params in spec.get("exact", ()):
             graph, shape = _build(family, params, "float32")
@@ -48,3 +52,30 @@ def builtin_cases() -> tuple[Case, ...]:
                 graph, shape = _build(family, params, dtype)
                 cases += [Case(family, dtype, shape, s, graph) for s in chosen]
     return tuple(cases)
+
+
+def _covered(family: str, spec: Any, schedules: dict[str, Schedule]) -> list[Case]:
+    """A family's all-pairs cases (its ``cover`` section), one per row."""
+    if "cover" not in spec:
+        return []
+    rows, _, _ = coverage.cover_rows(spec["cover"])
+    cases = []
+    for row in rows:
+        params = {k: v for k, v in row.items() if k not in ("schedule", "dtype")}
+        if row["schedule"] not in schedules:
+            raise ValueError(f"{family}: cover names schedule {row['schedule']!r}, "
+                             f"not among {', '.join(schedules)}")
+        graph, shape = _build(family, params, row["dtype"])
+        cases.append(Case(family, row["dtype"], shape, schedules[row["schedule"]], graph))
+    return cases
+
+
+def coverage_table() -> dict[str, coverage.Coverage]:
+    """What each family's cases cover, for the families with a ``cover`` section."""
+    catalog = yaml.safe_load(CATALOG.read_text())
+    found = {}
+    for family, spec in catalog["families"].items():
+        if "cover" in spec:
+            rows, values, rules = coverage.cover_rows(spec["cover"])
+            found[family] = coverage.measure(family, rows, values, rules)
+    return found

@@ -73,6 +73,8 @@ class Outcome:
     #: n, bits, decided), for random-input contraction cases; reports pool them.
     precision: dict[str, Any] | None = None
     traits: dict[str, Any] | None = None  # what expectations select by (selectors.Traits)
+    #: Each per-case check's facts, by check name (core/judging/checks; None: not run).
+    checks: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

@@ -19,6 +19,7 @@ import pytest
 
 if TYPE_CHECKING:
     from pytest_xtc.core.adapter import Timing
+    from pytest_xtc.core.cases.case import Case
     from pytest_xtc.core.execution.runner import Settings
 
 ENV_TARGETS = "XTC_TEST_TARGETS"
@@ -172,6 +173,14 @@ def add(parser: pytest.Parser) -> None:
         action="store_true",
         default=False,
         help="run each kernel twice and fail results that change between the runs",
+    )
+    group.addoption(
+        "--xtc-order-check",
+        action="store_true",
+        default=False,
+        help="run each passed case again right after a case unlike it (another dtype, op "
+        "and shape; seeded) and fail outputs that change with the order (certification "
+        "does)",
     )
     group.addoption(
         "--xtc-update-expectations",
@@ -335,7 +344,16 @@ def settings(config: pytest.Config) -> Settings:
         # The peak is measured (a second or two per process): only for reports.
         peak=config.getoption("xtc_report") is not None or benchmark_wanted(config),
         max_case_bytes=config.getoption("xtc_max_case_bytes"),
+        order=_order_pool() if config.getoption("xtc_order_check") else (),
     )
+
+
+def _order_pool() -> tuple[Case, ...]:
+    """The neighbours of the order check: the catalog's smallest case per op and dtype."""
+    from pytest_xtc.conformance import builtin_cases
+    from pytest_xtc.core.execution import order
+
+    return order.pool(builtin_cases())
 
 
 def timing(config: pytest.Config) -> Timing:
@@ -375,6 +393,7 @@ VERDICT_OPTIONS = (
     ("xtc_strict", "--xtc-strict"),
     ("xtc_ignore_expectations", "--xtc-ignore-expectations"),
     ("xtc_repeat_check", "--xtc-repeat-check"),
+    ("xtc_order_check", "--xtc-order-check"),
     ("xtc_no_isolation", "--xtc-no-isolation"),
     ("xtc_compile_timeout", "--xtc-compile-timeout"),
     ("xtc_run_timeout", "--xtc-run-timeout"),

@@ -21,6 +21,7 @@ from pytest_xtc.core.cases.case import Case
 from pytest_xtc.core.execution.executors import executor_for
 from pytest_xtc.core.execution.runner import run_case
 from pytest_xtc.core.execution.settings import Settings
+from pytest_xtc.core.limits import DEFAULT_MAX_CASE_BYTES
 from pytest_xtc.core.outcome import Outcome, Phase, Status
 from pytest_xtc.plugin import options, state
 from pytest_xtc.plugin.benchmarking import benchmark_wanted, feed_benchmark
@@ -143,6 +144,7 @@ _DEFAULTS: dict[str, object] = {
     "xtc_repeat": options.DEFAULT_REPEAT,
     "xtc_number": options.DEFAULT_NUMBER,
     "xtc_min_repeat_ms": options.DEFAULT_MIN_REPEAT_MS,
+    "xtc_max_case_bytes": DEFAULT_MAX_CASE_BYTES,
 }
 
 

@@ -304,7 +304,8 @@ class Reporter:
         return {
             "schema": bundle.SCHEMA,
             "kind": bundle.KIND,
-            "suite": {"name": "pytest-xtc", "version": SUITE_VERSION},
+            "suite": {"name": "pytest-xtc", "version": SUITE_VERSION,
+                      "coverage": _coverage()},
             "waivers": [w.to_dict() for w in self.waivers],
             "runs": [run],
             "targets": self.targets,
@@ -342,3 +343,10 @@ class Reporter:
             if got != expected:
                 found.append(f"collected {len(got)} of {len(expected)} required cases")
         return found
+
+
+def _coverage() -> dict[str, Any]:
+    """What the catalog's cases cover of each op's parameters (conformance/coverage.py)."""
+    from pytest_xtc.conformance import coverage_table
+
+    return {family: c.to_dict() for family, c in coverage_table().items()}

@@ -54,6 +54,7 @@ class Result:
     traits: dict[str, Any] | None = None  # the case's properties, for expectations
     guarded: bool | None = None  # its operands were checked for writes out of bounds
     precision: dict[str, Any] | None = None  # its rounding-error sums (core/judging/precision.py)
+    checks: dict[str, Any] | None = None  # each per-case check's facts (core/judging/checks)
 
     @property
     def selectable(self) -> Traits | str:
@@ -95,6 +96,7 @@ class OutcomeCollector:
                     value.get("traits"),
                     value.get("guarded"),
                     value.get("precision"),
+                    value.get("checks"),
                 )
             )
 
@@ -128,7 +130,8 @@ class OutcomeCollector:
                 # one line each (not wrapped: a reason is searched for as a whole)
                 write(f"  {n} x {visible(reason)}", yellow=True)
         checks = by_target(
-            {"target": r.target, "guarded": r.guarded, "precision": r.precision}
+            {"target": r.target, "guarded": r.guarded, "precision": r.precision,
+             "checks": r.checks}
             for r in self.results
         )
         for target in sorted(checks):

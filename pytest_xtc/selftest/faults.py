@@ -17,29 +17,18 @@ import numpy as np
 from pytest_xtc.core.adapter import ONCE, Artifact, RunResult, TargetSpec, Timing
 from pytest_xtc.core.cases import graphs
 from pytest_xtc.core.cases.case import Case
+from pytest_xtc.selftest.hidden import (
+    KeepsDtypeState,
+    KeepsShapeState,
+    PointwiseConvOffset,
+    TimedOnStaleInputs,
+    WrongFromThirdCall,
+    WrongWhenTimed,
+)
+from pytest_xtc.selftest.tampered import Tampered
 from pytest_xtc.targets.host import HostTarget
 
-
-class Tampered(HostTarget):
-    """A host target whose kernel runs on what :meth:`feed` makes of its inputs, and whose
-    results :meth:`spoil` then changes in place: the shape of most faults below."""
-
-    def feed(self, inputs: Sequence[np.ndarray]) -> Sequence[np.ndarray]:
-        return inputs
-
-    def spoil(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
-        """Change the results (or the inputs) after the kernel ran."""
-
-    def run(
-        self,
-        artifact: Artifact,
-        inputs: Sequence[np.ndarray],
-        outputs: Sequence[np.ndarray],
-        timing: Timing = ONCE,
-    ) -> RunResult:
-        result = super().run(artifact, self.feed(inputs), outputs, timing)
-        self.spoil(inputs, outputs)
-        return result
+__all__ = ["FAULTS", "Tampered", "make"]
 
 
 class LastRowWrong(Tampered):
@@ -258,6 +247,12 @@ FAULTS: dict[str, type[HostTarget]] = {
     "negative-zero-lost": NegativeZeroLost,
     "tf32-inputs": Tf32Inputs,
     "wrong-when-batched": WrongWhenBatched,
+    "wrong-from-third-call": WrongFromThirdCall,
+    "wrong-when-timed": WrongWhenTimed,
+    "timed-on-stale-inputs": TimedOnStaleInputs,
+    "keeps-dtype-state": KeepsDtypeState,
+    "keeps-shape-state": KeepsShapeState,
+    "pointwise-conv-offset": PointwiseConvOffset,
     "crash": Crash,
     "hang": Hang,
 }

@@ -18,24 +18,43 @@ from pytest_xtc.selftest import faults
 from pytest_xtc.targets.host import HostTarget
 
 # A small, varied slice of the catalog: sizes that are and are not multiples of the tiles,
-# strided and padded conv2d (batch 1 and 2), graphs, data movement, random, exact and
-# special inputs, a long reduction (the precision statistic).
+# strided and padded conv2d (batch 1 and 2, a 1x1 stride-2 projection), graphs, data
+# movement, random, exact and special inputs, a long reduction (the precision statistic),
+# and float64 cases after the float32 ones (state kept from another dtype).
 SHAPES = frozenset({
     "13x11x7", "64x64x64", "1x9x9x3-3x3x8-s2-p1", "5x7", "8x64x128x10",
     "5x7-pad0:1-2_1:0-3", "2x5x3x1-pad1", "8x10-pad0:1-2_1:0-3",
     "2x8x8x3-3x3x4-s1-p0", "64x64x2304", "12x10x7", "6x5",
 })
 SCHEDULES = frozenset({"none", "tile", "vectorize"})
+COVERED = (  # all-pairs cases of the catalog (conformance/coverage.py)
+    "matmul-float32-64x17x13-tile", "matmul-float32-31x37x13-vectorize",
+    "conv2d-float32-2x10x11x16-1x1x8-s2-p0-tile", "conv2d-float32-1x13x8x3-3x3x5-s2-p1-none",
+    "matmul-float64-16x37x8-tile", "matmul-float64-2x17x13-none",
+    "pad-float64-5x7-pad0:1-2_1:0-3-none",
+)
 SEEDS = (0, 1, 2)
 
 
 def selected_cases() -> list[Case]:
     from pytest_xtc.conformance import builtin_cases
 
+    every = builtin_cases()
+    by_id = {c.id: c for c in every}
     return [
-        c for c in builtin_cases()
+        c for c in every
         if c.dtype == "float32" and c.shape in SHAPES and c.schedule.name in SCHEDULES
-    ]
+    ] + [by_id[i] for i in COVERED]
+
+
+def settings(seed: int) -> Settings:
+    """What a certification runs with: the plugin's default timing (the timed calls are
+    checked too) and the order check."""
+    from pytest_xtc.conformance import builtin_cases
+    from pytest_xtc.core.execution import order
+    from pytest_xtc.core.execution.perf import DEFAULT_TIMING
+
+    return Settings(seed, timing=DEFAULT_TIMING, perf=False, order=order.pool(builtin_cases()))
 
 
 @dataclass
@@ -51,7 +70,7 @@ def _run(adapter: TargetAdapter, cases: Sequence[Case], seed: int, workdir: Path
     tally = Tally(adapter.name, len(cases))
     start = time.perf_counter()
     for n, case in enumerate(cases):
-        outcome = run_case(adapter, case, workdir / f"{adapter.name}-{seed}-{n}", Settings(seed))
+        outcome = run_case(adapter, case, workdir / f"{adapter.name}-{seed}-{n}", settings(seed))
         if outcome.status is not Status.PASSED:
             tally.rejected.append(case.id)
             tally.causes.append(f"[{outcome.phase}] {outcome.message}")

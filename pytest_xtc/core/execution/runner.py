@@ -11,6 +11,7 @@ memory, so that they cross without a copy.
 from __future__ import annotations
 
 import hashlib
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from pytest_xtc.core.adapter import TargetAdapter, Tier
 from pytest_xtc.core.cases import graphs
 from pytest_xtc.core.cases.case import Case, case_bytes
 from pytest_xtc.core.cases.selectors import Traits
-from pytest_xtc.core.execution import isolation, perf, transfer
+from pytest_xtc.core.execution import isolation, order, perf, transfer
 from pytest_xtc.core.execution.executors import executor_for
 from pytest_xtc.core.execution.settings import Settings
 from pytest_xtc.core.execution.work import (
@@ -29,14 +30,14 @@ from pytest_xtc.core.execution.work import (
     describe_failure,
     device_lock,
 )
-from pytest_xtc.core.judging import checking, precision, reference
+from pytest_xtc.core.judging import checks
 from pytest_xtc.core.limits import check_limit
 from pytest_xtc.core.outcome import Outcome, Phase, Status
 
 __all__ = ["Settings", "device_lock", "run_case"]
 
 DEVICE_WAIT_S = 3600.0  # longest wait for a device another worker holds
-CALLS = 2  # kernel calls per case, each on fresh inputs: state carried between calls shows
+CALLS = 2  # untimed kernel calls per case, each on fresh inputs (then the timed one, work.py)
 
 
 def _limits(adapter: TargetAdapter, settings: Settings) -> dict[str, float]:
@@ -109,7 +110,8 @@ def run_case(
         phase = exc.phase if exc.phase in {p.value for p in Phase} else Phase.COMPILE.value
         status = Status.ERROR if phase in (Phase.COMPILE, Phase.WAIT_DEVICE) else Status.FAILED
         return _end(outcome, status, phase, str(exc))
-    outcome = _judge(outcome, adapter, case, input_sets if execute else [], done, settings)
+    outcome = _judge(outcome, adapter, case, input_sets if execute else [], done, settings,
+                     workdir)
     if done.notes:
         outcome.message = "; ".join(filter(None, [outcome.message, *done.notes]))
     return outcome
@@ -122,6 +124,7 @@ def _judge(
     input_sets: list[list[np.ndarray]],
     done: Work,
     settings: Settings,
+    workdir: Path,
 ) -> Outcome:
     """The outcome of the target's work ``done``: its failure, or its results checked."""
     outcome.compile_s, outcome.run_s, outcome.times = done.compile_s, done.run_s, done.times
@@ -132,6 +135,10 @@ def _judge(
         return _end(outcome, Status.PASSED, done.phase, "")
     inputs = input_sets[0]
     outcome = _check(outcome, case, input_sets, done)
+    previous = order.followed(adapter.name, case.id)
+    if outcome.status is Status.PASSED and settings.order:
+        run = partial(run_case, adapter)
+        outcome = order.check(outcome, case, workdir, settings, run, previous)
     if outcome.status is Status.PASSED and settings.perf:
         outcome.perf = _perf(adapter, case, inputs, outcome.times, settings)
     return outcome
@@ -157,52 +164,36 @@ def _perf(
 def _check(
     outcome: Outcome, case: Case, pristine: list[list[np.ndarray]], done: Work
 ) -> Outcome:
-    """Every call's results by the reference's rules, the guard bands, the repeat check,
-    then the statistical precision check over the calls' random contraction outputs."""
-    seed = outcome.seed
-    in_names = [o.name for o in graphs.inputs(case.graph)]
+    """Every call's results through the per-case checks (judging/checks: one list)."""
     out_names = [o.name for o in graphs.outputs(case.graph)]
     outcome.guarded, outcome.calls = done.guarded, len(done.calls)
     if done.calls:
         outcome.output_digest = output_digest(out_names, list(done.calls[0].outputs))
-    problems: list[str] = []
-    found: list[precision.Terms] = []
-    for n, (given, call) in enumerate(zip(pristine, done.calls, strict=True)):
-        said = checking.changed_inputs(in_names, given, call.inputs) + call.guard
-        ref = reference.evaluate(
-            case.graph, given, exact=case.exact, c=case.c, ieee=case.values == "special"
-        )
-        comparison = checking.compare(out_names, call.outputs, ref)
-        if n == 0:
-            outcome.worst_ratio = comparison.worst_ratio
-        said += [m.describe() for m in comparison.mismatches]
-        if n:
-            said = [f"call {n + 1} of {len(done.calls)} (fresh inputs): {line}"
-                    for line in said]
-        problems += said
-        if case.values == "random" and not case.exact and comparison.ok:
-            found += [
-                precision.terms(case.dtype, got, expected, sample.magnitude, sample.k)
-                for got, expected, sample in zip(call.outputs, ref.values, ref.samples,
-                                                 strict=True)
-                if sample is not None
-            ]
-    if done.second is not None:
-        problems += checking.unstable_outputs(out_names, done.outputs, done.second)
-    if found and not problems:
-        total = precision.pool(found)[case.dtype]
-        outcome.precision = total.to_dict()
-        problem = total.problem()
-        if problem:
-            problems.append(problem)
-    if problems:
+    given = [*pristine, *[pristine[0]] * (len(done.calls) - len(pristine))]  # timed: set 1
+    count = len(done.calls)
+    seen = checks.Seen(case, [
+        checks.Call(inputs, call.inputs, call.outputs, call.guard,
+                    _label(n, count, call.timed), call.timed)
+        for n, (inputs, call) in enumerate(zip(given, done.calls, strict=True))
+    ], done.guarded, done.second)
+    outcome.checks = checks.judge(seen)
+    outcome.worst_ratio = outcome.checks["results"]["worst_ratio"]
+    outcome.precision = outcome.checks.get("precision")
+    if seen.problems:
         return _end(
             outcome,
             Status.FAILED,
             Phase.CHECK,
-            f"wrong results (seed {seed}): " + "; ".join(problems),
+            f"wrong results (seed {outcome.seed}): " + "; ".join(seen.problems),
         )
     return _end(outcome, Status.PASSED, Phase.CHECK, "")
+
+
+def _label(n: int, count: int, timed: bool) -> str:
+    """How a failure names call ``n`` (0-based) of ``count``: nothing for the first."""
+    if timed:
+        return f"call {n + 1} of {count} (timed, on call 1's inputs)"
+    return f"call {n + 1} of {count} (fresh inputs)" if n else ""
 
 
 def output_digest(names: list[str], outputs: list[np.ndarray]) -> str:

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from pytest_xtc.core.adapter import ONCE, Timing
 from pytest_xtc.core.limits import DEFAULT_MAX_CASE_BYTES, check_budget, check_limit
+
+if TYPE_CHECKING:
+    from pytest_xtc.core.cases.case import Case
 
 
 @dataclass
@@ -20,6 +24,9 @@ class Settings:
     perf: bool = True  # record the performance of passed cases (kernel times from ``timing``)
     peak: bool = False  # also the fraction of the device's peak (costs a measurement)
     max_case_bytes: int = DEFAULT_MAX_CASE_BYTES  # a case needing more is skipped, saying so
+    #: Order check (core/execution/order.py): the neighbours a passed case is run again
+    #: after; empty: off.
+    order: tuple[Case, ...] = ()
 
     def __post_init__(self) -> None:
         """Refuse limits that are not finite and positive (ValueError naming the option)."""

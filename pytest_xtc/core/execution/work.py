@@ -2,11 +2,13 @@
 runs in a worker process (or in process without isolation) and sends a :class:`Work`
 back to the checking side. No pytest.
 
-Every executed case calls the kernel at least twice, each time on fresh inputs and fresh
-output buffers holding the unwritten sentinel (``values.py``): a kernel that carries
-state from one call to the next (a cache keyed by shape, an accumulator never reset) is
-wrong on the second call. The first call is the timed one. Where the adapter works in
-place (``guarded_buffers``), every operand lies inside guard bands (``guard.py``).
+Every executed case calls the kernel at least three times, each on fresh output buffers
+holding the unwritten sentinel (``values.py``): once per input set, untimed (a kernel
+that carries state from one call to the next, a cache keyed by shape, is wrong on the
+second), then the timed call on the first set (XTC's timing loop: its outputs are the last
+timed kernel call's; once when performance is off). Every call is checked. Where the
+adapter works in place (``guarded_buffers``), every operand lies inside guard bands
+(``guard.py``).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ class Call:
     inputs: list[np.ndarray]
     outputs: list[np.ndarray]
     guard: list[str] = field(default_factory=list)
+    timed: bool = False  # the timed call (last): its outputs are the last timed call's
 
 
 @dataclass
@@ -57,8 +60,8 @@ class Work:
     compile_s: float = 0.0
     run_s: float = 0.0
     times: list[float] = field(default_factory=list)
-    calls: list[Call] = field(default_factory=list)  # one per input set, the timed first
-    second: list[np.ndarray] | None = None  # outputs of the repeat-check run
+    calls: list[Call] = field(default_factory=list)  # one per input set, then the timed one
+    second: list[np.ndarray] | None = None  # outputs of the repeat-check run (the timed one)
     guarded: bool = False  # operands lay inside guard bands
     notes: list[str] = field(default_factory=list)  # what the worker did after the case
 
@@ -217,13 +220,18 @@ def target_work(
             call = partial(call_kernel, adapter, artifact, case, guarded=guarded, empty=empty,
                            report=report)
             start = time.perf_counter()
-            first, result = call(inputs, outputs, settings.timing)
+            first, _ = call(inputs, outputs, ONCE)
             done.run_s = time.perf_counter() - start
             done.calls = [first]
             for more in request.more:
                 done.calls.append(call(more, outputs, ONCE)[0])
-            if settings.repeat_check:
-                done.second = call(inputs, outputs, ONCE)[0].outputs
+            # Last, the timed call, on the first call's inputs: its outputs are those of
+            # the last timed kernel call, checked like the others (once without timing).
+            timed, result = call(inputs, outputs, settings.timing)
+            timed.timed = True
+            done.calls.append(timed)
+            if settings.repeat_check:  # the timed call reran the first call's inputs
+                done.second = timed.outputs
         done.phase, done.times = Phase.CHECK, result.times
     except Exception as exc:
         done.phase, done.failure = phase, f"{phase} failed: {describe_failure(exc)}"
