@@ -161,19 +161,13 @@ class Reporter:
             mine = cases_for(adapter, cases)
             self.keys.update({f"{adapter.name}-{c.id}": (adapter.name, c.id) for c in mine})
             case_set = caseset.target_case_set([caseset.case_entry(c) for c in mine])
+            adapter_record = {**adapter_distribution(registry.parse(adapter.name)[0].base),
+                              "options": options.adapter_settings(self.config)}
             targets[adapter.name] = Target(
-                tier=probe.tier.value,
-                reason=probe.reason,
-                versions=dict(probe.versions),
-                device=probe.device,
-                placements=tuple(placements),
-                capabilities=capabilities,
-                adapter={
-                    **adapter_distribution(registry.parse(adapter.name)[0].base),
-                    "options": options.adapter_settings(self.config),
-                },
-                runs=(0,),
-                shards=shards,
+                tier=probe.tier.value, reason=str(probe.reason or ""),
+                versions=dict(probe.versions), device=probe.device,
+                placements=tuple(placements), capabilities=capabilities,
+                adapter=adapter_record, runs=(0,), shards=shards,
                 case_set=TargetCaseSet.from_dict(clean(case_set), f"{adapter.name} case set"),
                 present=frozenset({"adapter"}),
             )
@@ -287,15 +281,11 @@ class Reporter:
         params = self.config.invocation_params
         run = Run(
             command=Command(argv=tuple(sys.argv), args=tuple(params.args), dir=str(params.dir)),
-            started=self.started,
-            finished=_now(),
+            started=self.started, finished=_now(),
             duration_s=round(time.monotonic() - self.clock, 3),
-            suite_source=suite_source(),
-            system=system_info(self.targets),
-            settings=self._settings(),
-            filters=tuple(self._filters()),
-            exit_status=exitstatus,
-            interrupted=interrupted,
+            suite_source=suite_source(), system=system_info(self.targets),
+            settings=self._settings(), filters=tuple(self._filters()),
+            exit_status=exitstatus, interrupted=interrupted,
             collected=None if self.collected is None else len(self.collected),
         )
         certifying = not run_not_certifying(run, SUITE_VERSION)

@@ -44,7 +44,8 @@ def kind(*types: type) -> Convert:
             raise fail(where, f"expected {'/'.join(t.__name__ for t in types)}, got bool")
         if not isinstance(value, types):
             names = "/".join("null" if t is type(None) else t.__name__ for t in types)
-            raise fail(where, f"expected {names}, got {type(value).__name__}")
+            got = "null" if value is None else type(value).__name__
+            raise fail(where, f"expected {names}, got {got}")
         return value
 
     return convert
