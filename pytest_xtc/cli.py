@@ -23,9 +23,10 @@ from typing import Any
 from pytest_xtc.core.execution import registry
 from pytest_xtc.importer import command as importer
 from pytest_xtc.report import bundle, merge, verify
+from pytest_xtc.report.model import Report, Scope
 from pytest_xtc.report.profiles import PROFILES
+from pytest_xtc.report.reasons import ReasonCode
 from pytest_xtc.report.text import visible
-from pytest_xtc.report.verdicts import HOLDS, Scope, run_problems
 
 PROG = "xtc-conformance"
 
@@ -93,44 +94,43 @@ def cmd_run(args: argparse.Namespace, extra: Sequence[str]) -> int:
         print(f"{PROG}: run: pytest ended with status {status} and wrote no bundle",
               file=sys.stderr)
         return status or 1
-    report, _, _ = bundle.load(args.report)
+    report, _, _ = bundle.read(args.report)
     print(format_verdicts(report))
     return 0 if claims_hold(report, args.profile, partial_ok=bool(args.shard)) else 1
 
 
-def claims_hold(report: dict[str, Any], profiles: Sequence[str], partial_ok: bool) -> bool:
+def claims_hold(report: Report, profiles: Sequence[str], partial_ok: bool) -> bool:
     """The bundle certifies and every target is conformant (with or without waivers) to
     every claimed profile (a shard: nothing but its being one shard of a run stands
     against it)."""
-    if not report.get("certifies"):
+    if not report.certifies:
         return False
-    for name, entry in report["targets"].items():
-        shard_only = partial_ok and entry.get("scope") == Scope.SHARD.value
-        excused = set(run_problems(report, name)) if shard_only else set()
+    for entry in report.targets.values():
+        shard_only = partial_ok and entry.scope is Scope.SHARD
+        excused = {ReasonCode.PARTIAL_SHARD} if shard_only else set()
         for profile in profiles:
-            verdict = entry["verdicts"][profile]
-            reasons = [r for r in verdict["reasons"] if r not in excused]
-            if reasons or (verdict["verdict"] not in HOLDS and not shard_only):
+            verdict = entry.verdict(profile)
+            reasons = [c for c in verdict.codes if c not in excused]
+            if reasons or (not verdict.verdict.holds and not shard_only):
                 return False
     return True
 
 
-def format_certification(report: dict[str, Any]) -> str:
-    if report.get("certifies"):
+def format_certification(report: Report) -> str:
+    if report.certifies:
         return "certifies: yes (certification runs only)"
-    return visible("certifies: no (" + "; ".join(report.get("not_certifying") or ["unknown"])
-                   + ")")
+    return visible("certifies: no (" + "; ".join(report.not_certifying or ["unknown"]) + ")")
 
 
-def format_verdicts(report: dict[str, Any]) -> str:
+def format_verdicts(report: Report) -> str:
     lines = [format_certification(report)]
-    for name, entry in report["targets"].items():
+    for name, entry in report.targets.items():
         for profile in PROFILES:
-            verdict = entry["verdicts"][profile]
-            why = "; ".join(verdict["reasons"]) if verdict["verdict"] not in HOLDS else ""
-            if verdict.get("waived"):
-                why = f"{verdict['waived']} cases waived"
-            lines.append(visible(f"{name} {profile}: {verdict['verdict']}"
+            verdict = entry.verdict(profile)
+            why = "; ".join(verdict.texts) if not verdict.verdict.holds else ""
+            if verdict.waived:
+                why = f"{verdict.waived} cases waived"
+            lines.append(visible(f"{name} {profile}: {verdict.verdict.value}"
                                  + (f" ({why})" if why else "")))
     return "\n".join(lines)
 
@@ -141,13 +141,14 @@ def cmd_verify(args: argparse.Namespace) -> int:
         print(visible(f"{args.bundle}: {problem}"), file=sys.stderr)
     if problems:
         return 1
-    report, records, _ = bundle.load(args.bundle)
-    print(visible(f"{args.bundle}: OK ({len(records)} results, {len(report['targets'])} "
-                  f"targets, case set {report['case_set']['sha256'][:16]})"))
+    report, records, _ = bundle.read(args.bundle)
+    assert report.case_set is not None  # verified: assembled
+    print(visible(f"{args.bundle}: OK ({len(records)} results, {len(report.targets)} "
+                  f"targets, case set {report.case_set.sha256[:16]})"))
     print(format_verdicts(report))
     if args.rerun is None:
         return 0
-    return rerun(args, report, records)
+    return rerun(args, report.to_dict(), [r.to_dict() for r in records])
 
 
 def rerun(args: argparse.Namespace, report: dict[str, Any], records: list[dict[str, Any]]) -> int:
@@ -172,8 +173,8 @@ def cmd_merge(args: argparse.Namespace) -> int:
         raise CliError(f"merge: {exc}") from None
     except bundle.WriteError as exc:
         raise CliError(f"merge: {exc}; {args.out} was left as it was") from None
-    print(visible(f"{args.out}: merged {len(args.bundles)} bundles, "
-                  f"{report['case_set']['count']} required cases"))
+    count = report.case_set.count if report.case_set else 0
+    print(visible(f"{args.out}: merged {len(args.bundles)} bundles, {count} required cases"))
     print(format_verdicts(report))
     return 0
 

@@ -18,6 +18,7 @@ from pytest_xtc.core.cases.selectors import Selector, Traits
 from pytest_xtc.report import bundle, caseset, suitecheck, verify
 from pytest_xtc.report import chart as plot
 from pytest_xtc.report.profiles import profile_of
+from pytest_xtc.report.reasons import ReasonCode, parse
 from pytest_xtc.report.records import clean
 from pytest_xtc.report.verdicts import (
     CONFORMANT,
@@ -82,7 +83,7 @@ def make_report(
 
 
 def make_bundle(path: Path, results: Iterable[tuple[str, str]], **kwargs: Any) -> dict[str, Any]:
-    """A bundle of synthetic results (make_report), as bundle.py writes it."""
+    """A bundle of synthetic results (make_report), as bundle.py writes it; its report."""
     report, records = make_report(results, **kwargs)
     bundle.prepare(path)
     bundle.finish(path, assemble(report, records), records)
@@ -144,39 +145,44 @@ def test_conformant_with_passed_not_supported_and_waived() -> None:
     results = [result("a", "passed"), result("b", "not-supported"), result("c", "failed"),
                result("x", "passed")]
     judgement = judge("t", SMALL, results, [waiver], traits=traits, xtc_version="0.3.2")
-    assert judgement.verdicts["core"]["verdict"] == "conformant with waivers"
-    assert judgement.verdicts["extended"]["verdict"] == CONFORMANT
-    assert judgement.verdicts["device-memory"]["verdict"] == NOT_APPLICABLE
+    assert judgement.verdicts["core"].verdict == "conformant with waivers"
+    assert judgement.verdicts["extended"].verdict == CONFORMANT
+    assert judgement.verdicts["device-memory"].verdict == NOT_APPLICABLE
     assert judgement.waived == {"c": "bug"}
     assert judgement.counts["waived"] == 1 and judgement.counts["failed"] == 0
     # not on a later XTC, and not without the case's traits
     later = judge("t", SMALL, results, [waiver], traits=traits, xtc_version="0.4.0")
-    assert later.verdicts["core"]["verdict"] == NOT_CONFORMANT and not later.waived
+    assert later.verdicts["core"].verdict == NOT_CONFORMANT and not later.waived
     assert not judge("t", SMALL, results, [waiver], xtc_version="0.3.2").waived
 
 
 @pytest.mark.parametrize(
-    ("results", "reason"),
+    ("results", "code", "reason"),
     [
         ([result("a", "passed"), result("b", "skipped"), result("c", "passed")],
-         "1 required cases skipped (a skip is not a pass), e.g. b: skipped"),
+         ReasonCode.SKIPPED, "1 required cases skipped (a skip is not a pass), e.g. b: skipped"),
         ([result("a", "passed"), result("b", "failed"), result("c", "passed")],
-         "1 cases failed, e.g. b [None]: failed"),
+         ReasonCode.FAILED, "1 cases failed, e.g. b [None]: failed"),
         ([result("a", "passed"), result("b", "failed", pytest_outcome="xfailed"),
-          result("c", "passed")],
+          result("c", "passed")], ReasonCode.FAILED,
          "1 cases failed (1 listed as expected failures, which do not count)"),
-        ([result("a", "passed"), result("b", "passed")], "1 required cases have no result: c"),
+        ([result("a", "passed"), result("b", "passed")], ReasonCode.MISSING,
+         "1 required cases have no result: c"),
         ([result("a", "passed"), result("b", "passed"), result("c", "passed"),
-          result("c", "passed")], "1 cases have more than one result: c"),
+          result("c", "passed")], ReasonCode.DUPLICATED, "1 cases have more than one result: c"),
+        ([result("a", "passed"), result("b", "passed"), result("c", "odd")],
+         ReasonCode.UNKNOWN_STATUS, "1 results have an unknown status: c"),
     ],
-    ids=["skip", "fail", "xfail", "missing", "duplicate"],
+    ids=["skip", "fail", "xfail", "missing", "duplicate", "unknown"],
 )
-def test_not_conformant(results: list[dict[str, Any]], reason: str) -> None:
+def test_not_conformant(results: list[dict[str, Any]], code: ReasonCode, reason: str) -> None:
     judgement = judge("t", SMALL, [*results, result("x", "passed")], [])
     core = judgement.verdicts["core"]
-    assert core["verdict"] == NOT_CONFORMANT
-    assert any(r.startswith(reason) for r in core["reasons"]), core["reasons"]
-    assert judgement.verdicts["extended"]["verdict"] == CONFORMANT
+    assert core.verdict == NOT_CONFORMANT
+    assert core.codes == [code]
+    assert core.reasons[0].text.startswith(reason), core.texts
+    assert parse(core.reasons[0].text) == core.reasons[0]  # the stored text gives its code
+    assert judgement.verdicts["extended"].verdict == CONFORMANT
 
 
 def test_a_waiver_does_not_cover_a_skip() -> None:
@@ -184,13 +190,16 @@ def test_a_waiver_does_not_cover_a_skip() -> None:
     traits = {c: Traits(c, frozenset(), "float32", HOST, frozenset()) for c in SMALL}
     results = [result("a", "skipped"), result("b", "passed"), result("c", "passed")]
     judgement = judge("t", SMALL, results, [waiver], traits=traits)
-    assert judgement.verdicts["core"]["verdict"] == NOT_CONFORMANT
+    assert judgement.verdicts["core"].verdict == NOT_CONFORMANT
 
 
 def test_filtered_run_is_never_conformant() -> None:
     results = [result(c, "passed") for c in SMALL]
-    judgement = judge("t", SMALL, results, [], ["filtered run (-k a)"])
-    assert judgement.verdicts["core"]["reasons"] == ["filtered run (-k a)"]
+    filtered = parse("filtered run (-k a): a filtered run cannot be conformant")
+    judgement = judge("t", SMALL, results, [], [filtered])
+    assert filtered.code is ReasonCode.RUN_FILTERED and filtered.code.run_level
+    assert judgement.verdicts["core"].reasons == (filtered,)
+    assert judgement.verdicts["core"].verdict == NOT_CONFORMANT
 
 
 # -- Bundles -------------------------------------------------------------------------------
@@ -213,7 +222,8 @@ def test_a_report_that_disagrees_with_its_results_is_caught(tmp_path: Path) -> N
     where = tmp_path / "b"
     make_bundle(where, [(B, "failed")], fill="passed")
     report = json.loads((where / bundle.REPORT).read_text())
-    report["targets"]["t"]["verdicts"]["core"] = {"verdict": CONFORMANT, "reasons": []}
+    report["targets"]["t"]["verdicts"]["core"] = {"verdict": CONFORMANT, "reasons": [],
+                                                  "required": 1}
     bundle.finish(where, report)  # consistent checksums, inconsistent content
     problems = verify.verify(where)
     assert "t: verdicts in report.json differ from those recomputed from results.jsonl" in problems

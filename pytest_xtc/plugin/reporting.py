@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -26,10 +27,20 @@ from pytest_xtc.core.execution.suite import cases_for
 from pytest_xtc.plugin import options, state
 from pytest_xtc.report import bundle, caseset
 from pytest_xtc.report.environment import adapter_distribution, suite_source, system_info
+from pytest_xtc.report.model import (
+    Command,
+    Report,
+    Run,
+    Settings,
+    Shards,
+    Suite,
+    Target,
+    TargetCaseSet,
+)
 from pytest_xtc.report.profiles import PROFILES
-from pytest_xtc.report.records import RESULTS, ResultsWriter, clean
+from pytest_xtc.report.records import RESULTS, CaseRecord, ResultsWriter, clean
 from pytest_xtc.report.text import visible
-from pytest_xtc.report.verdicts import assemble, run_not_certifying
+from pytest_xtc.report.verdicts import assemble_report, run_not_certifying
 from pytest_xtc.report.waivers import WaiverFileError, load_waivers
 
 #: pytest's exit status when the bundle could not be written (the cases' own results
@@ -98,14 +109,14 @@ class Reporter:
 
     def __init__(self, config: pytest.Config, path: Path, waivers: list[Any]) -> None:
         self.config, self.path, self.waivers = config, path, waivers
-        self.records: list[dict[str, Any]] = []
+        self.records: list[CaseRecord] = []
         self.done: set[str] = set()
         self.setup_s: dict[str, float] = {}
         self.keys: dict[str, tuple[str, str]] = {}  # "<target>-<case id>" -> (target, case)
-        self.targets: dict[str, dict[str, Any]] = {}
+        self.targets: dict[str, Target] = {}
         self.collected: set[str] | None = None
         self.writer: ResultsWriter | None = None
-        self.report: dict[str, Any] | None = None
+        self.report: Report | None = None
         self.failure: bundle.WriteError | None = None  # the bundle could not be written
         self.started, self.clock = _now(), time.monotonic()
 
@@ -122,14 +133,14 @@ class Reporter:
         except OSError as exc:
             self.failure = bundle.WriteError(self.path / RESULTS, exc)
 
-    def _targets(self) -> dict[str, dict[str, Any]]:
+    def _targets(self) -> dict[str, Target]:
         from pytest_xtc.conformance import builtin_cases
 
         shard = self.config.getoption("xtc_shard")
         shards = None
         if shard:
             index, count = caseset.parse_shard(shard)
-            shards = {"count": count, "indices": [index]}
+            shards = Shards(count=count, indices=(index,))
         session = state.get(self.config)
         assert session is not None
         cases = [*builtin_cases(), *session.user_cases]
@@ -149,21 +160,17 @@ class Reporter:
             placements = capabilities["placements"] if capabilities else []
             mine = cases_for(adapter, cases)
             self.keys.update({f"{adapter.name}-{c.id}": (adapter.name, c.id) for c in mine})
-            targets[adapter.name] = {
-                "tier": probe.tier.value,
-                "reason": probe.reason,
-                "versions": dict(probe.versions),
-                "device": probe.device,
-                "placements": placements,
-                "capabilities": capabilities,
-                "adapter": {
-                    **adapter_distribution(registry.parse(adapter.name)[0].base),
-                    "options": options.adapter_settings(self.config),
-                },
-                "runs": [0],
-                "shards": shards,
-                "case_set": caseset.target_case_set([caseset.case_entry(c) for c in mine]),
-            }
+            case_set = caseset.target_case_set([caseset.case_entry(c) for c in mine])
+            adapter_record = {**adapter_distribution(registry.parse(adapter.name)[0].base),
+                              "options": options.adapter_settings(self.config)}
+            targets[adapter.name] = Target(
+                tier=probe.tier.value, reason=str(probe.reason or ""),
+                versions=dict(probe.versions), device=probe.device,
+                placements=tuple(placements), capabilities=capabilities,
+                adapter=adapter_record, runs=(0,), shards=shards,
+                case_set=TargetCaseSet.from_dict(clean(case_set), f"{adapter.name} case set"),
+                present=frozenset({"adapter"}),
+            )
         return targets
 
     @pytest.hookimpl(trylast=True)
@@ -208,12 +215,12 @@ class Reporter:
             pytest_outcome=pytest_outcome,
             duration=round(report.duration + self.setup_s.pop(report.nodeid, 0.0), 6),
         )
-        record = clean(record)
+        case = CaseRecord.from_dict(clean(record), f"{RESULTS}: {report.nodeid}:")
         self.done.add(report.nodeid)
-        self.records.append(record)
+        self.records.append(case)
         if self.failure is None:
             try:
-                self.writer.write(record)
+                self.writer.write(case)
             except OSError as exc:  # the cases run on; the bundle stops here
                 self.failure = bundle.WriteError(self.path / RESULTS, exc)
 
@@ -226,7 +233,7 @@ class Reporter:
         received: list[int] = []
         if self.failure is None:
             with interrupts_deferred() as received:
-                report = assemble(self._report(session, int(exitstatus)), self.records)
+                report = assemble_report(self._report(session, int(exitstatus)), self.records)
                 try:
                     bundle.finish(self.path, report)
                     self.report = report
@@ -255,61 +262,58 @@ class Reporter:
         if self.report is None:
             return
         terminalreporter.write_sep("-", visible(f"XTC report: {self.path}"))
-        for name, entry in self.report["targets"].items():
-            verdicts = ", ".join(f"{p} {entry['verdicts'][p]['verdict']}" for p in PROFILES)
+        for name, entry in self.report.targets.items():
+            verdicts = ", ".join(f"{p} {entry.verdict(p).verdict.value}" for p in PROFILES)
             terminalreporter.write_line(visible(f"{name}: {verdicts}"))
-        if not self.report["certifies"]:
+        if not self.report.certifies:
             terminalreporter.write_line(visible(
-                "this bundle does not certify: " + "; ".join(self.report["not_certifying"])
+                "this bundle does not certify: " + "; ".join(self.report.not_certifying or ())
             ))
 
     # -- the report -------------------------------------------------------------------
 
-    def _report(self, session: pytest.Session, exitstatus: int) -> dict[str, Any]:
-        option = self.config.option
+    def _report(self, session: pytest.Session, exitstatus: int) -> Report:
         interrupted = ""
         if exitstatus == pytest.ExitCode.INTERRUPTED:
             interrupted = "KeyboardInterrupt"
         elif session.shouldstop or session.shouldfail:
             interrupted = str(session.shouldstop or session.shouldfail)
-        run: dict[str, Any] = {
-            "command": {
-                "argv": list(sys.argv),
-                "args": list(self.config.invocation_params.args),
-                "dir": str(self.config.invocation_params.dir),
-            },
-            "started": self.started,
-            "finished": _now(),
-            "duration_s": round(time.monotonic() - self.clock, 3),
-            "suite_source": suite_source(),
-            "system": system_info(self.targets),
-            "settings": {
-                "targets": options.selection(self.config)[0],
-                "seed": option.xtc_seed,
-                "strict": option.xtc_strict,
-                "ignore_expectations": option.xtc_ignore_expectations,
-                "cases": list(option.xtc_cases or []),
-                "adapter_options": options.adapter_settings(self.config),
-                "suite_version": SUITE_VERSION,
-                "target_versions": {n: e["versions"] for n, e in self.targets.items()},
-                "shard": option.xtc_shard,
-                "workers": getattr(option, "numprocesses", None),
-            },
-            "filters": self._filters(),
-            "exit_status": exitstatus,
-            "interrupted": interrupted,
-            "collected": None if self.collected is None else len(self.collected),
-        }
-        run["settings"]["certifying"] = not run_not_certifying(run, SUITE_VERSION)
-        return {
-            "schema": bundle.SCHEMA,
-            "kind": bundle.KIND,
-            "suite": {"name": "pytest-xtc", "version": SUITE_VERSION,
-                      "coverage": _coverage()},
-            "waivers": [w.to_dict() for w in self.waivers],
-            "runs": [run],
-            "targets": self.targets,
-        }
+        params = self.config.invocation_params
+        run = Run(
+            command=Command(argv=tuple(sys.argv), args=tuple(params.args), dir=str(params.dir)),
+            started=self.started, finished=_now(),
+            duration_s=round(time.monotonic() - self.clock, 3),
+            suite_source=suite_source(), system=system_info(self.targets),
+            settings=self._settings(), filters=tuple(self._filters()),
+            exit_status=exitstatus, interrupted=interrupted,
+            collected=None if self.collected is None else len(self.collected),
+        )
+        certifying = not run_not_certifying(run, SUITE_VERSION)
+        run = replace(run, settings=replace(run.settings, certifying=certifying))
+        return Report(
+            schema=bundle.SCHEMA,
+            kind=bundle.KIND,
+            suite=Suite(name="pytest-xtc", version=SUITE_VERSION, coverage=_coverage()),
+            waivers=tuple(w.to_dict() for w in self.waivers),
+            runs=(run,),
+            targets=self.targets,
+            present=frozenset(),
+        )
+
+    def _settings(self) -> Settings:
+        option = self.config.option
+        return Settings(
+            targets=options.selection(self.config)[0],
+            seed=option.xtc_seed,
+            strict=option.xtc_strict,
+            ignore_expectations=option.xtc_ignore_expectations,
+            cases=tuple(option.xtc_cases or ()),
+            adapter_options=options.adapter_settings(self.config),
+            suite_version=SUITE_VERSION,
+            target_versions={n: e.versions for n, e in self.targets.items()},
+            shard=option.xtc_shard,
+            workers=getattr(option, "numprocesses", None),
+        )
 
     def _filters(self) -> list[str]:
         """How this run left out cases of the suite, one phrase each."""

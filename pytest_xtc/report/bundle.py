@@ -3,21 +3,15 @@
 A bundle is a directory of four files (and ``perf.svg`` when performance was recorded):
 
 ``results.jsonl``
-    One JSON object per finished case, written and fsync'd as each case ends, so a killed
-    run keeps what finished: the runner's Outcome fields (case, target, status, phase,
-    message, tier, seed, worst_ratio, compile_s, run_s, times, and any later field such
-    as ``perf``) plus nodeid, pytest_outcome and duration.
+    One JSON object per finished case (:class:`~pytest_xtc.report.records.CaseRecord`),
+    written and fsync'd as each case ends, so a killed run keeps what finished.
 ``report.json``
-    ``schema``, ``kind``, ``suite`` (name, version), ``case_set`` (sha256 and count over
-    every ``<target>\\t<case id>``), ``waivers`` (the suite's, echoed), ``profiles``,
-    ``runs`` (each: command, system, settings with ``certifying``, filters, shard, exit
-    status), ``targets`` (each: tier, reason, versions, device, placements, declared
-    capabilities, adapter distribution and options, the runs it came from, its case set
-    with the profile and traits of every case, shards, counts, verdicts, waived, results),
-    ``totals``, ``waivers_used``, ``certifies`` and ``not_certifying``.
+    The report (:class:`~pytest_xtc.report.model.Report`: suite, runs, targets with
+    their verdicts per profile, totals, whether it certifies).
 
 Reading a bundle goes through :mod:`pytest_xtc.report.limits` (names confined to the
-bundle, no links, sizes and JSON nesting capped).
+bundle, no links, sizes and JSON nesting capped), then the schema (:mod:`.schema`: an
+unknown or missing key is refused, naming the file and the key).
 ``summary.md``
     The same for people (CI job summaries).
 ``MANIFEST.sha256``
@@ -38,7 +32,16 @@ from typing import Any
 
 from pytest_xtc.report import atomic, limits, summary
 from pytest_xtc.report.formats import FORMATS
-from pytest_xtc.report.records import RESULTS, clean, dumps_line, sha256_file
+from pytest_xtc.report.model import Report, read_report
+from pytest_xtc.report.records import (
+    RESULTS,
+    CaseRecord,
+    clean,
+    dumps_line,
+    read_record,
+    sha256_file,
+)
+from pytest_xtc.report.schema import SchemaError
 
 SCHEMA = 2
 KIND = "xtc-conformance-bundle"
@@ -141,18 +144,24 @@ def _write(path: Path, text: str) -> None:
 
 
 def finish(
-    path: Path, report: dict[str, Any], records: Sequence[Mapping[str, Any]] | None = None
+    path: Path,
+    report: Report | Mapping[str, Any],
+    records: Sequence[CaseRecord | Mapping[str, Any]] | None = None,
 ) -> None:
     """Write report.json (and results.jsonl when given), each format, then the manifest,
     each file whole; raises WriteError naming the file that could not be written."""
     if records is not None:
         _write(path / RESULTS, "".join(dumps_line(r) for r in records))
-    _write(path / REPORT, json.dumps(clean(report), indent=1, sort_keys=True) + "\n")
+    data = report.to_dict() if isinstance(report, Report) else report
+    _write(path / REPORT, json.dumps(clean(data), indent=1, sort_keys=True) + "\n")
     if records is None:
         records = [limits.loads(line, RESULTS) for _, line in limits.lines(path, RESULTS)]
+    typed = report if isinstance(report, Report) else read_report(clean(data), f"{REPORT}:")
+    cases = [r if isinstance(r, CaseRecord) else read_record(clean(r), f"{RESULTS}:")
+             for r in records]
     names = [RESULTS, REPORT]
     for form in FORMATS:
-        text = form.render(report, records)
+        text = form.render(typed, cases)
         (path / form.name).unlink(missing_ok=True)
         if text is not None:
             _write(path / form.name, text)
@@ -194,11 +203,19 @@ def _read_manifest(path: Path) -> dict[str, str]:
 
 
 def load(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]], list[str]]:
+    """:func:`read`, as JSON data (for code that reads the report as dicts)."""
+    report, records, problems = read(path)
+    return report.to_dict(), [r.to_dict() for r in records], problems
+
+
+def read(path: Path) -> tuple[Report, list[CaseRecord], list[str]]:
     """The report, the records and the integrity problems (checksums) of a bundle.
-    Raises BundleError (naming ``path``) when it cannot be read at all, or breaks one of
-    the reading limits (:mod:`pytest_xtc.report.limits`)."""
+    Raises BundleError (naming ``path``) when it cannot be read at all, breaks one of
+    the reading limits (:mod:`pytest_xtc.report.limits`) or the schema."""
     try:
         return _load(path)
+    except SchemaError as exc:
+        raise BundleError(str(exc), path) from None
     except BundleError as exc:
         raise BundleError(exc.problem, path) from None
     except limits.LimitError as exc:
@@ -207,7 +224,7 @@ def load(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]], list[str]]:
         raise BundleError(f"cannot read: {exc}", path) from None
 
 
-def _load(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]], list[str]]:
+def _load(path: Path) -> tuple[Report, list[CaseRecord], list[str]]:
     if not path.is_dir():
         raise BundleError("no such bundle directory")
     if not (limits.exists(path, MANIFEST) or limits.exists(path, RESULTS)):
@@ -254,8 +271,8 @@ def _load(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]], list[str]]:
             ) from None
         if not isinstance(record, dict) or not {"target", "case", "status"} <= set(record):
             raise BundleError(f"{RESULTS}: line {n} is not a case result")
-        records.append(record)
-    return report, records, problems
+        records.append(read_record(record, f"{RESULTS}: line {n}:"))
+    return read_report(report, f"{REPORT}:"), records, problems
 
 
 def read_text(path: Path, name: str) -> str:

@@ -8,6 +8,7 @@ from typing import Any
 
 from pytest_xtc.core.cases.case import Case
 from pytest_xtc.core.cases.selectors import Traits
+from pytest_xtc.report.model import Target
 from pytest_xtc.report.profiles import profile_of
 
 
@@ -15,8 +16,8 @@ def ids_hash(ids: Iterable[str]) -> str:
     return hashlib.sha256("\n".join(sorted(ids)).encode()).hexdigest()
 
 
-def case_set_hash(targets: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    keys = [f"{t}\t{c['id']}" for t, e in targets.items() for c in e["case_set"]["cases"]]
+def case_set_hash(targets: Mapping[str, Target]) -> dict[str, Any]:
+    keys = [f"{t}\t{i}" for t, e in targets.items() for i in e.case_set.ids]
     return {"sha256": ids_hash(keys), "count": len(keys)}
 
 
@@ -38,13 +39,13 @@ def shard_of(key: str, count: int) -> int:
     return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big") % count + 1
 
 
-def required(target: str, entry: Mapping[str, Any]) -> dict[str, str]:
+def required(target: str, entry: Target) -> dict[str, str]:
     """Case id -> profile of the cases this bundle must hold for ``target``."""
-    shards = entry.get("shards")
+    shards = entry.shards
     return {
         c["id"]: c["profile"]
-        for c in entry["case_set"]["cases"]
-        if not shards or shard_of(f"{target}-{c['id']}", shards["count"]) in shards["indices"]
+        for c in entry.case_set.cases
+        if not shards or shard_of(f"{target}-{c['id']}", shards.count) in shards.indices
     }
 
 

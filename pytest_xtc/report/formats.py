@@ -9,13 +9,14 @@ chart, whose bytes depend on the plotting library's version).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from pytest_xtc.report import chart, summary
+from pytest_xtc.report.model import Report
+from pytest_xtc.report.records import CaseRecord
 
-Render = Callable[[Mapping[str, Any], Sequence[Mapping[str, Any]]], "str | None"]
+Render = Callable[[Report, Sequence[CaseRecord]], "str | None"]
 
 
 @dataclass(frozen=True)
@@ -28,5 +29,6 @@ class Format:
 
 FORMATS: tuple[Format, ...] = (
     Format(summary.NAME, lambda report, records: summary.render(report), True, True),
-    Format(chart.PLOT, lambda report, records: chart.render(records), False, False),
+    Format(chart.PLOT, lambda report, records: chart.render([r.to_dict() for r in records]),
+           False, False),
 )

@@ -11,9 +11,9 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from pytest_xtc.report.bundle import (
     FILES,
@@ -24,48 +24,57 @@ from pytest_xtc.report.bundle import (
     check_destination,
     finish,
 )
-from pytest_xtc.report.verdicts import assemble
+from pytest_xtc.report.model import Report, Run, Shards, Target
+from pytest_xtc.report.records import CaseRecord
+from pytest_xtc.report.verdicts import DERIVED, assemble_report
 from pytest_xtc.report.verify import load_verified
 
+Part = tuple[Path, Target, int]  # where a target's entry came from, it, its run offset
 
-def _merge_target(name: str, parts: list[tuple[Path, Mapping[str, Any], int]]) -> dict[str, Any]:
-    """One target's entry from the bundles that hold it (path, entry, run offset)."""
+
+def _shards(name: str, parts: list[Part]) -> Shards | None:
+    """The shards of ``name`` the bundles hold together (None: every one)."""
     first_path, first, _ = parts[0]
-    derived = ("results", "counts", "verdicts", "waived")
-    merged = {k: v for k, v in first.items() if k not in derived}
-    merged["runs"] = [i + offset for _, e, offset in parts for i in e["runs"]]
-    if len(parts) == 1:
-        return merged
     indices: list[int] = []
-    count = int((first.get("shards") or {}).get("count") or 0)
+    count = first.shards.count if first.shards else 0
     for path, entry, _ in parts:
-        if entry["case_set"]["sha256"] != first["case_set"]["sha256"]:
+        if entry.case_set.sha256 != first.case_set.sha256:
             raise BundleError(
                 f"case sets of {name} differ between {first_path} and {path}; "
                 "merge only runs of the same suite and case files"
             )
-        if dict(entry.get("versions") or {}) != dict(first.get("versions") or {}):
+        if dict(entry.versions or {}) != dict(first.versions or {}):
             raise BundleError(f"{name} ran with different versions in {first_path} and {path}")
-        if entry.get("capabilities") != first.get("capabilities"):
+        if entry.capabilities != first.capabilities:
             raise BundleError(
                 f"{name} declared different capabilities in {first_path} and {path}"
             )
-        shards = entry.get("shards")
-        if not shards or not count or shards["count"] != count:
+        shards = entry.shards
+        if not shards or not count or shards.count != count:
             raise BundleError(
                 f"{name} is in {first_path} and {path} but they are not shards "
                 "of one run (run each shard with the same --xtc-shard=I/N count)"
             )
-        overlap = set(indices) & set(shards["indices"])
+        overlap = set(indices) & set(shards.indices)
         if overlap:
             raise BundleError(f"shard {sorted(overlap)} of {name} is given twice ({path})")
-        indices += shards["indices"]
+        indices += shards.indices
     full = sorted(indices) == list(range(1, count + 1))
-    merged["shards"] = None if full else {"count": count, "indices": sorted(indices)}
-    return merged
+    return None if full else Shards(count=count, indices=tuple(sorted(indices)))
 
 
-Loaded = tuple[Path, dict[str, Any], list[dict[str, Any]]]
+def _merge_target(name: str, parts: list[Part]) -> Target:
+    """One target's entry from the bundles that hold it, its derived parts left out."""
+    first = parts[0][1]
+    kept = (frozenset(Target.KEYS) if first.present is None else first.present) - set(DERIVED)
+    runs = tuple(i + offset for _, e, offset in parts for i in e.runs)
+    merged = replace(first, runs=runs, present=kept)
+    if len(parts) == 1:
+        return merged
+    return replace(merged, shards=_shards(name, parts))
+
+
+Loaded = tuple[Path, Report, list[CaseRecord]]
 
 #: Run settings that must be equal in every bundle merged.
 SAME_SETTINGS = ("seed", "strict", "ignore_expectations", "cases", "adapter_options",
@@ -73,66 +82,71 @@ SAME_SETTINGS = ("seed", "strict", "ignore_expectations", "cases", "adapter_opti
 
 
 def _settings_difference(
-    runs: Sequence[Mapping[str, Any]], first_path: Path, path: Path, new: Sequence[Any]
+    runs: Sequence[Run], first_path: Path, path: Path, new: Sequence[Run]
 ) -> None:
     """Refuse runs whose settings differ, naming the first difference."""
     if not runs:
         return
-    base = runs[0].get("settings") or {}
+    base = runs[0].settings
     for run in new:
-        settings = run.get("settings") or {}
         for key in SAME_SETTINGS:
-            if settings.get(key) != base.get(key):
+            mine, theirs = getattr(base, key), getattr(run.settings, key)
+            if mine != theirs:
                 raise BundleError(
-                    f"run settings differ: {key} is {base.get(key)!r} in {first_path}, "
-                    f"{settings.get(key)!r} in {path}; merge only runs made the same way "
+                    f"run settings differ: {key} is {_shown(mine)!r} in {first_path}, "
+                    f"{_shown(theirs)!r} in {path}; merge only runs made the same way "
                     "(a certification run never mixes with a development run)"
                 )
 
 
-def merge_reports(bundles: Sequence[Loaded]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The merged report and records; raises BundleError on any mismatch."""
-    first_path, first, _ = bundles[0]
-    by_target: dict[str, list[tuple[Path, Mapping[str, Any], int]]] = {}
-    runs: list[Any] = []
+def _shown(value: object) -> object:
+    return list(value) if isinstance(value, tuple) else value
+
+
+def _records(bundles: Sequence[Loaded]) -> list[CaseRecord]:
+    """Every bundle's records; a case in two bundles is refused."""
     seen: dict[tuple[str, str], Path] = {}
-    records: list[dict[str, Any]] = []
-    for path, report, recs in bundles:
-        if report["suite"]["version"] != first["suite"]["version"]:
-            raise BundleError(
-                f"suite versions differ: {report['suite']['version']} in {path}, "
-                f"{first['suite']['version']} in {first_path}; merge only "
-                "bundles of one suite version"
-            )
-        if report.get("waivers") != first.get("waivers"):
-            raise BundleError(f"waivers differ between {first_path} and {path}")
-        _settings_difference([*runs, *report["runs"]], first_path, path, report["runs"])
-        for target, entry in report["targets"].items():
-            by_target.setdefault(target, []).append((path, entry, len(runs)))
+    records = []
+    for path, _, recs in bundles:
         for record in recs:
-            key = (record["target"], record["case"])
+            key = (record.target, record.case)
             if key in seen:
                 raise BundleError(
-                    f"case {key[0]}-{key[1]} is in both {seen[key]} and {path}; "
-                    "merge each shard once"
+                    f"case {record.key} is in both {seen[key]} and {path}; merge each shard once"
                 )
             seen[key] = path
             records.append(record)
-        runs += report["runs"]
-    targets = {t: _merge_target(t, parts) for t, parts in sorted(by_target.items())}
-    merged = {
-        "schema": SCHEMA,
-        "kind": KIND,
-        "suite": first["suite"],
-        "waivers": first["waivers"],
-        "runs": runs,
-        "targets": targets,
-        "merged_from": [str(p) for p, _, _ in bundles],
-    }
-    return assemble(merged, records), records
+    return records
 
 
-def merge(out: Path, sources: Sequence[Path]) -> dict[str, Any]:
+def merge_reports(bundles: Sequence[Loaded]) -> tuple[Report, list[CaseRecord]]:
+    """The merged report and records; raises BundleError on any mismatch."""
+    first_path, first, _ = bundles[0]
+    by_target: dict[str, list[Part]] = {}
+    runs: list[Run] = []
+    for path, report, _ in bundles:
+        if report.suite.version != first.suite.version:
+            raise BundleError(
+                f"suite versions differ: {report.suite.version} in {path}, "
+                f"{first.suite.version} in {first_path}; merge only "
+                "bundles of one suite version"
+            )
+        if report.waivers != first.waivers:
+            raise BundleError(f"waivers differ between {first_path} and {path}")
+        _settings_difference([*runs, *report.runs], first_path, path, report.runs)
+        for target, entry in report.targets.items():
+            by_target.setdefault(target, []).append((path, entry, len(runs)))
+        runs += report.runs
+    records = _records(bundles)
+    merged = Report(
+        schema=SCHEMA, kind=KIND, suite=first.suite, waivers=first.waivers, runs=tuple(runs),
+        targets={t: _merge_target(t, parts) for t, parts in sorted(by_target.items())},
+        merged_from=tuple(str(p) for p, _, _ in bundles), present=frozenset({"merged_from"}),
+    )
+    return assemble_report(merged, records), records
+
+
+def merge(out: Path, sources: Sequence[Path]) -> Report:
     """Merge the bundles at ``sources`` into a new bundle at ``out`` (all or nothing)."""
     if not sources:
         raise BundleError("nothing to merge: name at least one bundle directory")

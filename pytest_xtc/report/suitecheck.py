@@ -18,14 +18,15 @@ from pytest_xtc import SUITE_VERSION, __version__
 from pytest_xtc.core.adapter import Capabilities
 from pytest_xtc.core.cases.case import DEVICE, Case, placements
 from pytest_xtc.report.caseset import case_entry
+from pytest_xtc.report.model import Report, Run, Target
+from pytest_xtc.report.records import CaseRecord
 
 SUITE_NAME = "pytest-xtc"
 
 
-def version_problem(report: Mapping[str, Any]) -> str | None:
+def version_problem(report: Report) -> str | None:
     """Why this installed suite cannot verify ``report``, or None."""
-    suite = report.get("suite") or {}
-    name, version = suite.get("name"), suite.get("version")
+    name, version = report.suite.name, report.suite.version
     if name != SUITE_NAME:
         return f"bundle written by suite {name!r}, not {SUITE_NAME}"
     if version != SUITE_VERSION:
@@ -46,9 +47,10 @@ def suite_cases(declared_placements: Iterable[str]) -> list[Case]:
     return [case.place(p) for case in builtin_cases() for p in placements(case.graph)]
 
 
-def capabilities_of(entry: Mapping[str, Any]) -> Capabilities | None:
-    """The capabilities a target declared, as recorded in its bundle entry."""
-    caps = entry.get("capabilities")
+def capabilities_of(entry: Target | Mapping[str, Any]) -> Capabilities | None:
+    """The capabilities a target declared, as recorded in its bundle entry (typed, or
+    report.json's data for the replay of a bundle's case)."""
+    caps = entry.capabilities if isinstance(entry, Target) else entry.get("capabilities")
     if not isinstance(caps, Mapping):
         return None
     schedules = caps.get("schedules")
@@ -66,22 +68,19 @@ def _examples(ids: Sequence[str], n: int = 3) -> str:
 
 
 def check_target(
-    name: str,
-    entry: Mapping[str, Any],
-    runs: Sequence[Mapping[str, Any]],
-    records: Sequence[Mapping[str, Any]],
+    name: str, entry: Target, runs: Sequence[Run], records: Sequence[CaseRecord]
 ) -> list[str]:
     """The problems of one target's entry against the installed suite."""
     problems = []
     caps = capabilities_of(entry)
-    declared = sorted(caps.placements) if caps is not None else list(entry.get("placements", []))
-    if caps is not None and sorted(entry.get("placements") or []) != declared:
-        problems.append(f"{name}: placements {entry.get('placements')} differ from the "
+    declared = sorted(caps.placements) if caps is not None else list(entry.placements)
+    if caps is not None and sorted(entry.placements) != declared:
+        problems.append(f"{name}: placements {list(entry.placements)} differ from the "
                         f"declared capabilities' {declared}")
     cases = {c.id: c for c in suite_cases(declared)}
     expected = {i: case_entry(c) for i, c in cases.items()}
-    listed = {str(c.get("id")): c for c in entry["case_set"]["cases"]}
-    user_cases = any((r.get("settings") or {}).get("cases") for r in runs)
+    listed = {str(c.get("id")): c for c in entry.case_set.cases}
+    user_cases = any(r.settings.cases for r in runs)
     dropped = [i for i in expected if i not in listed]
     if dropped:
         problems.append(
@@ -104,11 +103,11 @@ def check_target(
         return problems
     wrong = []
     for record in records:
-        case = cases.get(str(record["case"]))
+        case = cases.get(record.case)
         if case is None:
             continue
         missing = caps.missing(case)
-        status = record["status"]
+        status = record.status
         if status == "not-supported" and missing is None:
             wrong.append(f"{case.id} is not-supported but within the declared capabilities")
         elif status in ("passed", "failed") and missing is not None:
@@ -122,15 +121,14 @@ def check_target(
     return problems
 
 
-def check(report: Mapping[str, Any], records: Sequence[Mapping[str, Any]]) -> list[str]:
+def check(report: Report, records: Sequence[CaseRecord]) -> list[str]:
     """Every problem of ``report`` against the installed suite (its version first: a
     bundle of another version gets that one problem only)."""
     problem = version_problem(report)
     if problem is not None:
         return [problem]
     problems = []
-    for name, entry in report["targets"].items():
-        runs = [report["runs"][i] for i in entry["runs"]]
-        mine = [r for r in records if r.get("target") == name]
-        problems += check_target(name, entry, runs, mine)
+    for name, entry in report.targets.items():
+        mine = [r for r in records if r.target == name]
+        problems += check_target(name, entry, report.runs_of(name), mine)
     return problems

@@ -13,9 +13,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from pytest_xtc.report import checks
+from pytest_xtc.report.model import ProfileVerdict, Report, Verdict, read_report
 from pytest_xtc.report.profiles import PROFILES
+from pytest_xtc.report.reasons import ReasonCode
 from pytest_xtc.report.text import Markdown, markdown
-from pytest_xtc.report.verdicts import HOLDS, NOT_APPLICABLE, run_not_certifying, run_problems
+from pytest_xtc.report.verdicts import run_not_certifying, run_problems
 
 NAME = "summary.md"
 COUNTS = ("passed", "failed", "skipped", "not-supported", "waived", "missing")
@@ -25,9 +27,10 @@ def _row(cells: list[Any]) -> str:
     return "| " + " | ".join(markdown(c) for c in cells) + " |"
 
 
-def _verdict_cell(verdict: Mapping[str, Any]) -> str:
-    word = markdown(verdict["verdict"])
-    return word if word in (*HOLDS, NOT_APPLICABLE) else Markdown(f"**{word}**")
+def _verdict_cell(verdict: ProfileVerdict) -> str:
+    word = markdown(verdict.verdict.value)
+    plain = verdict.verdict.holds or verdict.verdict is Verdict.NOT_APPLICABLE
+    return word if plain else Markdown(f"**{word}**")
 
 
 def _code(value: Any) -> str:
@@ -44,17 +47,21 @@ def _count_cell(counts: Mapping[str, int], name: str) -> str:
     return str(n)
 
 
-def render(report: Mapping[str, Any]) -> str:
-    case_set = report["case_set"]
+def render(report: Report | Mapping[str, Any]) -> str:
+    """summary.md of an assembled report (report.json's data is read first)."""
+    if not isinstance(report, Report):
+        report = read_report(report)
+    case_set, totals = report.case_set, report.totals or {}
+    assert case_set is not None, "render an assembled report"
     lines = [
         "# XTC conformance report",
         "",
-        f"Suite {markdown(report['suite']['name'])} {markdown(report['suite']['version'])}, "
-        f"case set {_code(case_set['sha256'][:16])} ({markdown(case_set['count'])} cases), "
-        f"{sum(report['totals'].get(s, 0) for s in COUNTS if s != 'missing')} results.",
+        f"Suite {markdown(report.suite.name)} {markdown(report.suite.version)}, "
+        f"case set {_code(case_set.sha256[:16])} ({markdown(case_set.count)} cases), "
+        f"{sum(totals.get(s, 0) for s in COUNTS if s != 'missing')} results.",
         "",
     ]
-    if report.get("certifies"):
+    if report.certifies:
         lines += ["**Certifies**: every run was a certification run (strict, expected-failure "
                   "files ignored, the suite's full case set).", ""]
     else:
@@ -63,20 +70,19 @@ def render(report: Mapping[str, Any]) -> str:
     lines += _runs(report)
     header = ["target", "tier", "device", *COUNTS, *PROFILES]
     lines += [_row(header), _row(["---"] * len(header))]
-    for name, entry in report["targets"].items():
-        cells = [name, entry.get("tier", ""), entry.get("device") or "-"]
-        cells += [_count_cell(entry["counts"], c) for c in COUNTS]
-        cells += [_verdict_cell(entry["verdicts"][p]) for p in PROFILES]
+    for name, entry in report.targets.items():
+        cells = [name, entry.tier, entry.device or "-"]
+        cells += [_count_cell(entry.counts or {}, c) for c in COUNTS]
+        cells += [_verdict_cell(entry.verdict(p)) for p in PROFILES]
         lines.append(_row(cells))
     why = []
-    for name, entry in report["targets"].items():
-        general = run_problems(report, name)
-        why += [f"- **{markdown(name)}**: {markdown(p)}" for p in general]
+    for name, entry in report.targets.items():
+        why += [f"- **{markdown(name)}**: {markdown(p.text)}" for p in run_problems(report, name)]
         for profile in PROFILES:
-            verdict = entry["verdicts"][profile]
-            if verdict["verdict"] in HOLDS or verdict["reasons"] == ["no required case"]:
+            verdict = entry.verdict(profile)
+            if verdict.verdict.holds or verdict.codes == [ReasonCode.NO_REQUIRED_CASE]:
                 continue
-            own = [r for r in verdict["reasons"] if r not in general]
+            own = [r.text for r in verdict.reasons if not r.code.run_level]
             why += [f"- **{markdown(name)}** {profile}: {markdown(r)}" for r in own]
     if why:
         lines += ["", "## Why not conformant", "", *why]
@@ -86,9 +92,9 @@ def render(report: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def checks_section(report: Mapping[str, Any]) -> list[str]:
+def checks_section(report: Report) -> list[str]:
     """Guard-band coverage and effective mantissa bits, per target."""
-    records = [r for entry in report["targets"].values() for r in entry["results"]]
+    records = [r.to_dict() for entry in report.targets.values() for r in entry.results or ()]
     found = checks.by_target(records)
     lines = [f"- {markdown(line)}" for target in sorted(found)
              for line in found[target].lines(target)]
@@ -102,29 +108,27 @@ def checks_section(report: Mapping[str, Any]) -> list[str]:
             "for TF32 or float16 inputs)."]
 
 
-def _runs(report: Mapping[str, Any]) -> list[str]:
+def _runs(report: Report) -> list[str]:
     header = ["run", "certifies", "seed", "strict", "expectations ignored", "why not"]
     lines = ["## Runs", "", _row(header), _row(["---"] * len(header))]
-    version = str(report["suite"]["version"])
-    for i, run in enumerate(report["runs"], 1):
-        settings = run.get("settings") or {}
-        why = run_not_certifying(run, version)
-        lines.append(_row([i, "no" if why else "yes", settings.get("seed"),
-                           settings.get("strict"), settings.get("ignore_expectations"),
-                           "; ".join(why) or "-"]))
+    for i, run in enumerate(report.runs, 1):
+        settings = run.settings
+        why = run_not_certifying(run, report.suite.version)
+        lines.append(_row([i, "no" if why else "yes", settings.seed, settings.strict,
+                           settings.ignore_expectations, "; ".join(why) or "-"]))
     return [*lines, ""]
 
 
-def _waivers(report: Mapping[str, Any]) -> list[str]:
-    by_id = {str(w.get("id")): w for w in report.get("waivers") or []}
-    waived = [(t, c, w) for t, e in report["targets"].items()
-              for c, w in sorted(e["waived"].items())]
+def _waivers(report: Report) -> list[str]:
+    by_id = {str(w.get("id")): w for w in report.waivers}
+    waived = [(t, c, w) for t, e in report.targets.items()
+              for c, w in sorted((e.waived or {}).items())]
     lines: list[str] = []
     if waived:
         lines += ["", "## Waived", ""]
         lines += [f"- {markdown(f'{t}-{c}')} (waiver {_code(w)}: "
                   f"{markdown(by_id.get(w, {}).get('url', '?'))})" for t, c, w in waived]
-    used = report.get("waivers_used") or {}
+    used = report.waivers_used or {}
     unused = [w for w in by_id if not used.get(w)]
     if unused:
         lines += ["", "## Unused waivers", "",
@@ -159,16 +163,15 @@ def _ratio_cell(ratios: list[float | None]) -> str:
     return f"{ratio:.2f}x" if ratio >= 0.1 else f"{ratio:.2g}x"
 
 
-def perf_table(report: Mapping[str, Any]) -> list[str]:
+def perf_table(report: Report) -> list[str]:
     """Per target and op: median GFLOP/s, median fraction of the device's peak and median
     kernel time relative to numpy's, over the passed cases with a performance record."""
     groups: dict[tuple[str, str], list[Mapping[str, Any]]] = defaultdict(list)
-    for target, entry in report["targets"].items():
-        ops = {c["id"]: c.get("op", "?") for c in entry["case_set"]["cases"]}
-        for result in entry["results"]:
-            perf = result.get("perf")
-            if isinstance(perf, Mapping) and result.get("status") == "passed":
-                groups[(target, ops.get(result["case"], "?"))].append(perf)
+    for target, entry in report.targets.items():
+        ops = {c["id"]: c.get("op", "?") for c in entry.case_set.cases}
+        for result in entry.results or ():
+            if result.perf is not None and result.status == "passed":
+                groups[(target, ops.get(result.case, "?"))].append(result.perf)
     if not groups:
         return []
     header = ["target", "op", "cases", "median GFLOP/s", "median time vs numpy", "median % of peak"]

@@ -22,32 +22,27 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pytest_xtc.core.cases.selectors import Traits
-from pytest_xtc.core.outcome import Status, Word
+from pytest_xtc.core.outcome import Status
 from pytest_xtc.report.caseset import case_set_hash, required
+from pytest_xtc.report.model import (
+    CaseSetHash,
+    ProfileVerdict,
+    Report,
+    Run,
+    Scope,
+    Target,
+    Verdict,
+    read_report,
+)
 from pytest_xtc.report.profiles import PROFILES, applicable
-from pytest_xtc.report.records import clean, record_key
+from pytest_xtc.report.reasons import Reason, ReasonCode
+from pytest_xtc.report.records import CaseRecord, read_record, record_key
+from pytest_xtc.report.schema import Part, to_json
 from pytest_xtc.report.waivers import Waiver, waivers_from
-
-
-class Verdict(Word):
-    CONFORMANT = "conformant"
-    CONFORMANT_WITH_WAIVERS = "conformant with waivers"
-    NOT_CONFORMANT = "not conformant"
-    NOT_APPLICABLE = "not applicable"
-
-
-class Scope(Word):
-    """How much of a target's case set the runs behind a bundle meant to cover."""
-
-    FULL = "full"
-    SHARD = "shard"  # some shards of a sharded run: merge the others for a verdict
-    FILTERED = "filtered"  # -k, -m, node ids, --xtc-cases...: never conformant
-    INTERRUPTED = "interrupted"  # Ctrl-C, -x, a crash of the session: never conformant
-
 
 CONFORMANT, CONFORMANT_WITH_WAIVERS, NOT_CONFORMANT, NOT_APPLICABLE = (
     Verdict.CONFORMANT.value,
@@ -60,6 +55,10 @@ HOLDS = (CONFORMANT, CONFORMANT_WITH_WAIVERS)
 STATUSES = tuple(
     s.value for s in (Status.PASSED, Status.FAILED, Status.SKIPPED, Status.NOT_SUPPORTED)
 )
+#: The keys assemble derives, of a target and of the report.
+DERIVED = ("counts", "verdicts", "waived", "results", "scope")
+REPORT_DERIVED = ("totals", "case_set", "profiles", "waivers_used", "certifies",
+                  "not_certifying")
 
 
 @dataclass
@@ -67,11 +66,11 @@ class Judgement:
     """One target's counts, verdict per profile, and the waivers that applied."""
 
     counts: dict[str, int]
-    verdicts: dict[str, dict[str, Any]]
+    verdicts: dict[str, ProfileVerdict]
     waived: dict[str, str] = field(default_factory=dict)  # case id -> waiver id
 
     def to_dict(self) -> dict[str, Any]:
-        return {"counts": self.counts, "verdicts": self.verdicts, "waived": self.waived}
+        return {"counts": self.counts, "verdicts": to_json(self.verdicts), "waived": self.waived}
 
 
 def _examples(ids: Sequence[str], n: int = 3) -> str:
@@ -79,65 +78,101 @@ def _examples(ids: Sequence[str], n: int = 3) -> str:
     return shown + (f", ... ({len(ids) - n} more)" if len(ids) > n else "")
 
 
-def _profile_verdict(
-    required: Sequence[str],
-    by_case: Mapping[str, list[Mapping[str, Any]]],
-    waived: Mapping[str, str],
-    run_problems: Sequence[str],
-    unfit: str | None = None,
-) -> dict[str, Any]:
-    if not required:
-        return {"verdict": NOT_APPLICABLE, "required": 0, "reasons": ["no required case"]}
+def _case_reasons(
+    required: Sequence[str], by_case: Mapping[str, list[CaseRecord]], waived: Mapping[str, str]
+) -> tuple[list[Reason], dict[str, CaseRecord]]:
+    """What stands against the results of a profile's required cases, and those results."""
     missing = [c for c in required if c not in by_case]
     duplicated = [c for c in required if len(by_case.get(c, ())) > 1]
     single = {c: by_case[c][0] for c in required if len(by_case.get(c, ())) == 1}
-    skipped = [c for c, r in single.items() if r["status"] == "skipped"]
-    failed = [c for c, r in single.items() if r["status"] == "failed" and c not in waived]
-    odd = [c for c, r in single.items() if r["status"] not in STATUSES]
-    reasons = list(run_problems)
+    skipped = [c for c, r in single.items() if r.status == "skipped"]
+    failed = [c for c, r in single.items() if r.status == "failed" and c not in waived]
+    odd = [c for c, r in single.items() if r.status not in STATUSES]
+    reasons = []
     if missing:
-        reasons.append(f"{len(missing)} required cases have no result: {_examples(missing)}")
+        reasons.append(Reason(ReasonCode.MISSING, f"{len(missing)} required cases have no "
+                              f"result: {_examples(missing)}"))
     if duplicated:
-        reasons.append(
-            f"{len(duplicated)} cases have more than one result: {_examples(duplicated)}"
-        )
+        reasons.append(Reason(ReasonCode.DUPLICATED, f"{len(duplicated)} cases have more "
+                              f"than one result: {_examples(duplicated)}"))
     if skipped:
-        why = Counter(single[c].get("message", "") for c in skipped).most_common(1)[0][0]
-        reasons.append(
-            f"{len(skipped)} required cases skipped (a skip is not a pass), "
-            f"e.g. {skipped[0]}: {why}"
-        )
+        why = Counter(single[c].message or "" for c in skipped).most_common(1)[0][0]
+        reasons.append(Reason(ReasonCode.SKIPPED, f"{len(skipped)} required cases skipped "
+                              f"(a skip is not a pass), e.g. {skipped[0]}: {why}"))
     if failed:
-        xfailed = sum(single[c].get("pytest_outcome") == "xfailed" for c in failed)
+        xfailed = sum(single[c].pytest_outcome == "xfailed" for c in failed)
         note = f" ({xfailed} listed as expected failures, which do not count)" if xfailed else ""
         first = single[failed[0]]
-        reasons.append(
-            f"{len(failed)} cases failed{note}, e.g. {failed[0]} "
-            f"[{first.get('phase')}]: {str(first.get('message', ''))[:200]}"
-        )
+        reasons.append(Reason(ReasonCode.FAILED, f"{len(failed)} cases failed{note}, e.g. "
+                              f"{failed[0]} [{first.phase}]: {(first.message or '')[:200]}"))
     if odd:
-        reasons.append(f"{len(odd)} results have an unknown status: {_examples(odd)}")
+        reasons.append(Reason(ReasonCode.UNKNOWN_STATUS, f"{len(odd)} results have an "
+                              f"unknown status: {_examples(odd)}"))
+    return reasons, single
+
+
+def _profile_verdict(
+    required: Sequence[str],
+    by_case: Mapping[str, list[CaseRecord]],
+    waived: Mapping[str, str],
+    run_problems: Sequence[Reason],
+    unfit: Reason | None = None,
+) -> ProfileVerdict:
+    if not required:
+        return ProfileVerdict(verdict=Verdict.NOT_APPLICABLE, required=0, present=frozenset(),
+                              reasons=(Reason(ReasonCode.NO_REQUIRED_CASE, "no required case"),))
+    found, single = _case_reasons(required, by_case, waived)
+    reasons = [*run_problems, *found]
     if unfit is not None:  # the target does not claim enough to be judged on this profile
-        return {"verdict": NOT_APPLICABLE, "required": len(required), "reasons": [unfit, *reasons]}
-    passed = sum(r["status"] == "passed" for r in single.values())
+        return ProfileVerdict(verdict=Verdict.NOT_APPLICABLE, required=len(required),
+                              reasons=(unfit, *reasons), present=frozenset())
+    passed = sum(r.status == "passed" for r in single.values())
     if not reasons and not passed:
-        unsupported = sum(r["status"] == "not-supported" for r in single.values())
-        reasons.append(f"no required case passed ({unsupported} of {len(required)} not "
-                       "supported, the rest waived): nothing was shown to work")
+        unsupported = sum(r.status == "not-supported" for r in single.values())
+        reasons.append(Reason(ReasonCode.NONE_PASSED, f"no required case passed ({unsupported}"
+                              f" of {len(required)} not supported, the rest waived): nothing "
+                              "was shown to work"))
     used = sorted(c for c in required if c in waived)
-    verdict = NOT_CONFORMANT if reasons else (CONFORMANT_WITH_WAIVERS if used else CONFORMANT)
-    found = {"verdict": verdict, "required": len(required), "reasons": reasons}
-    if used and not reasons:
-        found["waived"] = len(used)
-    return found
+    verdict = (Verdict.NOT_CONFORMANT if reasons
+               else Verdict.CONFORMANT_WITH_WAIVERS if used else Verdict.CONFORMANT)
+    counted = bool(used and not reasons)
+    return ProfileVerdict(verdict=verdict, required=len(required), reasons=tuple(reasons),
+                          waived=len(used) if counted else None,
+                          present=frozenset({"waived"} if counted else ()))
+
+
+def _unfit(profile: str, capabilities: Mapping[str, Any] | None) -> Reason | None:
+    why = applicable(profile, capabilities)
+    if why is None:
+        return None
+    if capabilities is None:
+        return Reason(ReasonCode.CAPABILITIES_UNKNOWN, why)
+    return Reason(ReasonCode.CAPABILITIES_SHORT, why)
+
+
+def _waived(
+    target: str, by_case: Mapping[str, list[CaseRecord]], waivers: Sequence[Waiver],
+    traits: Mapping[str, Traits], xtc_version: str | None,
+) -> dict[str, str]:
+    """Case id -> the waiver covering its one result, a failure."""
+    waived = {}
+    for case_id, found in by_case.items():
+        known = traits.get(case_id)
+        if len(found) == 1 and found[0].status == "failed" and known is not None:
+            phase = found[0].phase or ""
+            waiver = next((w for w in waivers if w.matches(target, known, xtc_version, phase)),
+                          None)
+            if waiver is not None:
+                waived[case_id] = waiver.id
+    return waived
 
 
 def judge(
     target: str,
     required: Mapping[str, str],
-    results: Iterable[Mapping[str, Any]],
+    results: Iterable[CaseRecord | Mapping[str, Any]],
     waivers: Sequence[Waiver],
-    run_problems: Sequence[str] = (),
+    run_problems: Sequence[Reason] = (),
     *,
     traits: Mapping[str, Traits] | None = None,
     xtc_version: str | None = None,
@@ -147,144 +182,142 @@ def judge(
     this bundle must hold; ``run_problems``: why the run itself cannot certify;
     ``traits``: what each case is (for waivers), ``xtc_version``: the XTC the target ran
     with; ``capabilities``: what it declared (None: not checked against the profiles)."""
-    by_case: dict[str, list[Mapping[str, Any]]] = {}
+    by_case: dict[str, list[CaseRecord]] = {}
     for result in results:
-        by_case.setdefault(str(result["case"]), []).append(result)
-    waived = {}
-    for case_id, found in by_case.items():
-        known = (traits or {}).get(case_id)
-        if len(found) == 1 and found[0]["status"] == "failed" and known is not None:
-            phase = found[0].get("phase")
-            waiver = next(
-                (w for w in waivers
-                 if w.matches(target, known, xtc_version, str(phase) if phase else "")),
-                None,
-            )
-            if waiver is not None:
-                waived[case_id] = waiver.id
+        record = result if isinstance(result, CaseRecord) else read_record(result, "result")
+        by_case.setdefault(record.case, []).append(record)
+    waived = _waived(target, by_case, waivers, traits or {}, xtc_version)
     counts = dict.fromkeys([*STATUSES, "waived", "xfailed", "missing", "duplicate", "extra"], 0)
     for case_id, found in by_case.items():
-        for result in found:
-            status = "waived" if case_id in waived else str(result["status"])
+        for record in found:
+            status = "waived" if case_id in waived else record.status
             counts[status] = counts.get(status, 0) + 1
-            counts["xfailed"] += result.get("pytest_outcome") == "xfailed"
+            counts["xfailed"] += record.pytest_outcome == "xfailed"
         counts["duplicate"] += len(found) - 1
         counts["extra"] += case_id not in required
     counts["missing"] = sum(c not in by_case for c in required)
     verdicts = {
         profile: _profile_verdict(
             [c for c, p in required.items() if p == profile], by_case, waived, run_problems,
-            None if capabilities is None else applicable(profile, capabilities),
+            None if capabilities is None else _unfit(profile, capabilities),
         )
         for profile in PROFILES
     }
     return Judgement(counts, verdicts, waived)
 
 
-def scope(report: Mapping[str, Any], target: str) -> Scope:
+def scope(report: Report, target: str) -> Scope:
     """The scope of the runs behind ``target``: interrupted or filtered first, then shard."""
-    entry = report["targets"][target]
-    runs = [report["runs"][i] for i in entry["runs"]]
-    if any(r.get("interrupted") for r in runs):
+    runs = report.runs_of(target)
+    if any(r.interrupted for r in runs):
         return Scope.INTERRUPTED
-    if any(r.get("filters") for r in runs):
+    if any(r.filters for r in runs):
         return Scope.FILTERED
-    return Scope.SHARD if entry.get("shards") else Scope.FULL
+    return Scope.SHARD if report.targets[target].shards else Scope.FULL
 
 
-def run_problems(report: Mapping[str, Any], target: str) -> list[str]:
+def run_problems(report: Report, target: str) -> list[Reason]:
     """Why the runs behind ``target`` cannot certify it, whatever the results."""
-    entry = report["targets"][target]
     problems = []
-    for index in entry["runs"]:
-        run = report["runs"][index]
-        if run.get("filters"):
-            problems.append(
-                "filtered run (" + "; ".join(run["filters"]) + "): "
-                "a filtered run cannot be conformant"
-            )
-        if run.get("interrupted"):
-            problems.append(f"run interrupted ({run['interrupted']})")
-    shards = entry.get("shards")
+    for run in report.runs_of(target):
+        if run.filters:
+            problems.append(Reason(ReasonCode.RUN_FILTERED, "filtered run (" + "; ".join(
+                run.filters) + "): a filtered run cannot be conformant"))
+        if run.interrupted:
+            problems.append(Reason(ReasonCode.RUN_INTERRUPTED,
+                                   f"run interrupted ({run.interrupted})"))
+    shards = report.targets[target].shards
     if shards:
-        have = ", ".join(map(str, shards["indices"]))
-        problems.append(
-            f"partial bundle: shard {have} of {shards['count']} only; "
-            "merge every shard (xtc-conformance merge) for a verdict"
-        )
+        have = ", ".join(map(str, shards.indices))
+        problems.append(Reason(ReasonCode.PARTIAL_SHARD,
+                               f"partial bundle: shard {have} of {shards.count} only; "
+                               "merge every shard (xtc-conformance merge) for a verdict"))
     return problems
 
 
-def _order(entry: Mapping[str, Any]) -> dict[str, int]:
-    return {c["id"]: i for i, c in enumerate(entry["case_set"]["cases"])}
-
-
-def run_not_certifying(run: Mapping[str, Any], suite_version: str) -> list[str]:
+def run_not_certifying(run: Run | Mapping[str, Any], suite_version: str) -> list[str]:
     """Why one run is not a certification run (empty when it is one)."""
-    settings = run.get("settings") or {}
+    run = run if isinstance(run, Run) else Run.from_dict(run, "run")
+    settings = run.settings
     reasons = []
-    if not settings.get("strict"):
+    if not settings.strict:
         reasons.append("not strict (--xtc-strict not given: a target this machine cannot "
                        "run is skipped instead of failing)")
-    if not settings.get("ignore_expectations"):
+    if not settings.ignore_expectations:
         reasons.append("the targets' expected-failure files were honoured "
                        "(--xtc-ignore-expectations not given)")
-    if settings.get("cases"):
+    if settings.cases:
         reasons.append("case files added (--xtc-cases): not the suite's case set")
-    if run.get("filters"):
-        reasons.append("filtered (" + "; ".join(map(str, run["filters"])) + ")")
-    if settings.get("suite_version") != suite_version:
-        reasons.append(f"run by suite {settings.get('suite_version')}, "
-                       f"not {suite_version}")
+    if run.filters:
+        reasons.append("filtered (" + "; ".join(run.filters) + ")")
+    if settings.suite_version != suite_version:
+        reasons.append(f"run by suite {settings.suite_version}, not {suite_version}")
     return reasons
 
 
-def certification(report: Mapping[str, Any]) -> tuple[bool, list[str]]:
+def certification(report: Report) -> tuple[bool, list[str]]:
     """Whether the bundle certifies, and why not (one reason per run and problem)."""
-    version = str(report["suite"]["version"])
     reasons = [
         f"run {i + 1}: {why}"
-        for i, run in enumerate(report["runs"])
-        for why in run_not_certifying(run, version)
+        for i, run in enumerate(report.runs)
+        for why in run_not_certifying(run, report.suite.version)
     ]
     return not reasons, reasons
 
 
-def _traits(entry: Mapping[str, Any]) -> dict[str, Traits]:
-    return {c["id"]: Traits.from_dict(c) for c in entry["case_set"]["cases"] if "dtype" in c}
+def _traits(entry: Target) -> dict[str, Traits]:
+    return {c["id"]: Traits.from_dict(c) for c in entry.case_set.cases if "dtype" in c}
 
 
-def assemble(report: dict[str, Any], records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """Fill ``report`` (targets' results, counts, verdicts; totals; case set hash; whether
-    it certifies; the waivers used) from the records; a record of a target the report
-    does not know is left out."""
-    waivers = waivers_from(report.get("waivers"), "report.json waivers")
-    mine: dict[str, list[Mapping[str, Any]]] = {t: [] for t in report["targets"]}
+def with_keys(part: Part, names: Iterable[str]) -> frozenset[str] | None:
+    """``part``'s present keys and ``names`` (None stays None: every key)."""
+    return None if part.present is None else part.present | set(names)
+
+
+def assemble_report(report: Report, records: Iterable[CaseRecord]) -> Report:
+    """``report`` with its derived parts filled (targets' results, counts, verdicts,
+    scope; totals; case set hash; whether it certifies; the waivers used) from the
+    records; a record of a target the report does not know is left out."""
+    waivers = waivers_from([dict(w) for w in report.waivers], "report.json waivers")
+    mine: dict[str, list[CaseRecord]] = {t: [] for t in report.targets}
     for record in records:
-        mine.setdefault(str(record.get("target")), []).append(record)
+        mine.setdefault(record.target, []).append(record)
     totals: Counter[str] = Counter()
     used: Counter[str] = Counter()
-    for target, entry in report["targets"].items():
-        order = _order(entry)
-        results = sorted(
-            mine[target], key=lambda r: (order.get(r["case"], len(order)), record_key(r))
-        )
+    targets = {}
+    for name, entry in report.targets.items():
+        order = {c: i for i, c in enumerate(entry.case_set.ids)}
+        results = sorted(mine[name], key=lambda r: (order.get(r.case, len(order)), record_key(r)))
         judgement = judge(
-            target, required(target, entry), results, waivers, run_problems(report, target),
-            traits=_traits(entry),
-            xtc_version=(entry.get("versions") or {}).get("xtc-tools"),
-            capabilities=entry.get("capabilities") or {},
+            name, required(name, entry), results, waivers, run_problems(report, name),
+            traits=_traits(entry), xtc_version=(entry.versions or {}).get("xtc-tools"),
+            capabilities=entry.capabilities or {},
         )
-        entry.update(
-            judgement.to_dict(),
-            results=[clean(r) for r in results],
-            scope=scope(report, target).value,
+        targets[name] = replace(
+            entry, counts=judgement.counts, verdicts=judgement.verdicts,
+            waived=judgement.waived, results=tuple(results), scope=scope(report, name),
+            present=with_keys(entry, DERIVED),
         )
         totals.update(judgement.counts)
         used.update(judgement.waived.values())
-    report["totals"] = dict(totals)
-    report["case_set"] = case_set_hash(report["targets"])
-    report["profiles"] = dict(PROFILES)
-    report["waivers_used"] = {w.id: used[w.id] for w in waivers}
-    report["certifies"], report["not_certifying"] = certification(report)
+    certifies, why = certification(report)
+    return replace(
+        report, targets=targets, totals=dict(totals),
+        case_set=CaseSetHash(**case_set_hash(targets)), profiles=dict(PROFILES),
+        waivers_used={w.id: used[w.id] for w in waivers}, certifies=certifies,
+        not_certifying=tuple(why), present=with_keys(report, REPORT_DERIVED),
+    )
+
+
+def assemble(
+    report: dict[str, Any], records: Iterable[CaseRecord | Mapping[str, Any]]
+) -> dict[str, Any]:
+    """:func:`assemble_report` on report.json's data, filled in place and returned (for
+    code that reads the report as JSON data). Raises schema.SchemaError on a part that
+    breaks the schema."""
+    typed = [r if isinstance(r, CaseRecord) else read_record(r, "results.jsonl")
+             for r in records]
+    filled = assemble_report(read_report(report), typed).to_dict()
+    report.clear()
+    report.update(filled)
     return report

@@ -8,79 +8,89 @@ this machine for that (:mod:`pytest_xtc.report.rerun`).
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from pytest_xtc.report import suitecheck
-from pytest_xtc.report.bundle import REPORT, RESULTS, BundleError, load, read_text
+from pytest_xtc.report.bundle import REPORT, RESULTS, BundleError, read, read_text
 from pytest_xtc.report.caseset import ids_hash
 from pytest_xtc.report.formats import FORMATS
-from pytest_xtc.report.records import record_key
-from pytest_xtc.report.verdicts import assemble, run_not_certifying
+from pytest_xtc.report.model import Report
+from pytest_xtc.report.records import CaseRecord, record_key
+from pytest_xtc.report.schema import SchemaError, to_json
+from pytest_xtc.report.verdicts import assemble_report, run_not_certifying
 
 
-def _complete(report: Mapping[str, Any], target: str) -> bool:
+def _complete(report: Report, target: str) -> bool:
     """True when every required case of ``target`` should have a result."""
-    entry = report["targets"][target]
-    runs = [report["runs"][i] for i in entry["runs"]]
-    return not any(r.get("filters") or r.get("interrupted") for r in runs)
+    return not any(r.filters or r.interrupted for r in report.runs_of(target))
 
 
-def check(report: dict[str, Any], records: list[dict[str, Any]]) -> list[str]:
-    """Internal consistency: results vs report, recomputed counts and verdicts,
-    completeness against the recorded case set."""
+def _report_problems(report: Report, fresh: Report) -> list[str]:
+    """The report-wide figures that differ from those recomputed."""
     problems = []
-    try:
-        fresh = assemble(copy.deepcopy(report), records)
-    except (KeyError, TypeError, ValueError, IndexError) as exc:
-        return [f"{REPORT}: malformed ({type(exc).__name__}: {exc})"]
-    for target in sorted({str(r["target"]) for r in records} - set(report["targets"])):
-        problems.append(f"{RESULTS}: results for target {target} which the report lacks")
-    if fresh["case_set"] != report.get("case_set"):
+    if to_json(fresh.case_set) != to_json(report.case_set):
         problems.append(f"{REPORT}: case set hash does not match the cases it lists")
-    if fresh["totals"] != report.get("totals"):
+    if to_json(fresh.totals) != to_json(report.totals):
         problems.append(f"{REPORT}: totals differ from the results")
-    for field in ("certifies", "not_certifying", "waivers_used"):
-        if fresh[field] != report.get(field):
-            problems.append(f"{REPORT}: {field} differs from what its runs and results give")
-    version = str(report["suite"]["version"])
-    for i, run in enumerate(report["runs"], 1):
-        claimed = (run.get("settings") or {}).get("certifying")
-        if claimed is not None and claimed != (not run_not_certifying(run, version)):
+    for name in ("certifies", "not_certifying", "waivers_used"):
+        if to_json(getattr(fresh, name)) != to_json(getattr(report, name)):
+            problems.append(f"{REPORT}: {name} differs from what its runs and results give")
+    for i, run in enumerate(report.runs, 1):
+        claimed = run.settings.certifying
+        if claimed is not None and claimed != (not run_not_certifying(run, report.suite.version)):
             problems.append(f"{REPORT}: run {i} claims certifying={claimed}, its settings "
                             "say otherwise")
-    for target, entry in report["targets"].items():
-        new = fresh["targets"][target]
-        if entry["case_set"]["sha256"] != ids_hash(c["id"] for c in entry["case_set"]["cases"]):
-            problems.append(f"{target}: case set hash does not match its cases")
-        if sorted(map(record_key, entry["results"])) != sorted(map(record_key, new["results"])):
-            problems.append(f"{target}: results in {REPORT} differ from {RESULTS}")
-        for field in ("counts", "verdicts", "waived", "scope"):
-            if entry.get(field) != new[field]:
-                problems.append(
-                    f"{target}: {field} in {REPORT} differ from those recomputed from {RESULTS}"
-                )
-        counts = new["counts"]
-        if counts["extra"]:
+    return problems
+
+
+def _target_problems(report: Report, fresh: Report, target: str) -> list[str]:
+    """One target's figures that differ from those recomputed, and what is incomplete."""
+    problems = []
+    entry, new = report.targets[target], fresh.targets[target]
+    if entry.case_set.sha256 != ids_hash(entry.case_set.ids):
+        problems.append(f"{target}: case set hash does not match its cases")
+    if sorted(map(record_key, entry.results or ())) != sorted(map(record_key, new.results or ())):
+        problems.append(f"{target}: results in {REPORT} differ from {RESULTS}")
+    for name in ("counts", "verdicts", "waived", "scope"):
+        if to_json(getattr(entry, name)) != to_json(getattr(new, name)):
             problems.append(
-                f"{target}: {counts['extra']} results for cases outside its case set (or its shard)"
+                f"{target}: {name} in {REPORT} differ from those recomputed from {RESULTS}"
             )
-        if counts["duplicate"]:
-            problems.append(f"{target}: {counts['duplicate']} duplicated case results")
-        if counts["missing"] and _complete(report, target):
-            problems.append(
-                f"{target}: {counts['missing']} required cases have no result "
-                "although the run was neither filtered nor interrupted"
-            )
+    counts = new.counts or {}
+    if counts["extra"]:
+        problems.append(
+            f"{target}: {counts['extra']} results for cases outside its case set (or its shard)"
+        )
+    if counts["duplicate"]:
+        problems.append(f"{target}: {counts['duplicate']} duplicated case results")
+    if counts["missing"] and _complete(report, target):
+        problems.append(
+            f"{target}: {counts['missing']} required cases have no result "
+            "although the run was neither filtered nor interrupted"
+        )
+    return problems
+
+
+def check(report: Report, records: list[CaseRecord]) -> list[str]:
+    """Internal consistency: results vs report, recomputed counts and verdicts,
+    completeness against the recorded case set."""
+    try:
+        fresh = assemble_report(report, records)
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        why = str(exc) if isinstance(exc, SchemaError) else f"{type(exc).__name__}: {exc}"
+        return [f"{REPORT}: malformed ({why})"]
+    problems = [f"{RESULTS}: results for target {t} which the report lacks"
+                for t in sorted({r.target for r in records} - set(report.targets))]
+    problems += _report_problems(report, fresh)
+    for target in report.targets:
+        problems += _target_problems(report, fresh, target)
     return problems
 
 
 def verify(path: Path) -> list[str]:
     """Every problem of the bundle at ``path``, one line each; empty when it is sound."""
     try:
-        report, records, problems = load(path)
+        report, records, problems = read(path)
     except BundleError as exc:
         return [exc.problem]
     foreign = suitecheck.version_problem(report)
@@ -97,11 +107,11 @@ def verify(path: Path) -> list[str]:
     return problems
 
 
-def load_verified(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def load_verified(path: Path) -> tuple[Report, list[CaseRecord]]:
     problems = verify(path)
     if problems:
         raise BundleError(
             f"{path}: does not verify: {problems[0]} (see xtc-conformance verify {path})"
         )
-    report, records, _ = load(path)
+    report, records, _ = read(path)
     return report, records
