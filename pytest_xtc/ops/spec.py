@@ -56,6 +56,10 @@ class Op(ABC):
     exact: bool = True
     #: Moves values without arithmetic (IEEE copy): results are compared bit for bit.
     copies: bool = True
+    #: XTC's loop names for the op's node, outer to inner (its MLIR backend's dims), and
+    #: which are reductions (never parallelized or vectorized). () where not declared.
+    loops: tuple[str, ...] = ()
+    reductions: tuple[str, ...] = ()
 
     def normalize(self, attrs: Mapping[str, Any] | None, shapes: Sequence[Shape]) -> Attrs:
         """The node's attributes checked and with defaults; refuses what is not declared."""

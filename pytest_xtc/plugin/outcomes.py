@@ -159,6 +159,8 @@ def conclude(
             pytest.fail(f"--xtc-strict: cannot run here: {outcome.message}", pytrace=False)
         pytest.skip(outcome.message)
     rerun = rerun_command(request.node)
+    if outcome.status is Status.INVALID:  # the message names it: the user's case, not the target
+        pytest.fail(f"[{outcome.phase}] {outcome.message}\nrerun alone: {rerun}", pytrace=False)
     if outcome.status is Status.ERROR:
         pytest.fail(
             f"[infrastructure error, {outcome.phase}] {outcome.message}\nrerun alone: {rerun}",

@@ -12,7 +12,7 @@ from pytest_xtc.report.profiles import PROFILES
 from pytest_xtc.report.verdicts import HOLDS, NOT_APPLICABLE, run_not_certifying, run_problems
 
 NAME = "summary.md"
-COUNTS = ("passed", "failed", "skipped", "not-supported", "waived", "missing")
+COUNTS = ("passed", "failed", "invalid", "skipped", "not-supported", "waived", "missing")
 
 
 def _row(cells: list[Any]) -> str:
