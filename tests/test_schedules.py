@@ -109,7 +109,7 @@ def test_two_scheduled_matmuls_pass_on_host_and_a_faulty_target_fails(tmp_path: 
     (case,) = load_case_file(two_matmuls(tmp_path, BOTH))
     host = HostTarget(TargetSpec("host", "host"))
     assert run_case(host, case, tmp_path / "host", IN_PROCESS).status is Status.PASSED
-    faulty = run_case(faults.make("last-row-wrong"), case, tmp_path / "faulty", IN_PROCESS)
+    faulty = run_case(faults.make("float16"), case, tmp_path / "faulty", IN_PROCESS)
     assert faulty.status is Status.FAILED and faulty.phase == Phase.CHECK
 
 
