@@ -117,6 +117,8 @@ def test_segments_survive_a_round_trip_through_case_data() -> None:
     schedule = Schedule.from_data("s", BOTH)
     assert Schedule.from_data("s", schedule.to_data()) == schedule
     assert schedule.primitives == frozenset({"tile"})
+    with pytest.raises(CaseFileError, match=r"\{node: E\} ends the steps"):
+        Schedule.from_data("s", [{"tile": ["i", {"i1": 2}]}, {"node": "E"}])
 
 
 def test_a_segment_naming_no_node_of_the_graph_is_refused_at_load(tmp_path: Path) -> None:

@@ -249,8 +249,11 @@ class Schedule:
                 segments[-1][1].append((str(primitive), bind_step(primitive, args, kwargs)))
             except CaseFileError as exc:
                 raise CaseFileError(f"schedule {name!r}: {exc}") from None
+        if len(segments) > 1 and not segments[-1][1]:
+            raise CaseFileError(f"schedule {name!r}: {{node: {segments[-1][0]}}} ends the steps: "
+                                "it picks the node the steps after it schedule; move it first")
         (node, main), *rest = segments
-        others = tuple((str(n), tuple(s)) for n, s in rest if s)
+        others = tuple((str(n), tuple(s)) for n, s in rest)
         return cls(name, tuple(main), node, descript, backend, others=others)
 
     def to_data(self) -> list[Any] | dict[str, Any]:
