@@ -50,10 +50,10 @@ def test_primitive_table_matches_xtc_scheduler_interface() -> None:
 
 def test_keyword_arguments_bind_to_positions_and_unknown_ones_are_refused() -> None:
     schedule = Schedule.from_data("s", [
+        {"node": "C"},
         {"tile": ["j", {"j1": 16}], "root": "./lo"},
         {"pack_at": ["i1", 1], "pad": True},
         {"tile": ["i", {"i1": 4}], "root": "."},
-        {"node": "C"},
     ])
     assert schedule.steps == (("tile", ("j", {"j1": 16}, "./lo")),
                               ("pack_at", ("i1", 1, None, True)),

@@ -26,6 +26,7 @@ class Status(Word):
     ERROR = "error"  # the infrastructure failed (toolchain, device): not a verdict on results
     SKIPPED = "skipped"  # this machine cannot run the target (probe says why)
     NOT_SUPPORTED = "not-supported"  # the adapter declares the capability absent
+    INVALID = "invalid"  # the case's schedule breaks a precondition of XTC: not the target's
 
 
 class Phase(Word):
@@ -33,6 +34,7 @@ class Phase(Word):
 
     PROBE = "probe"
     CAPABILITIES = "capabilities"
+    SCHEDULE = "schedule"  # the case's schedule checked against XTC's loops
     COMPILE = "compile"
     PLACEMENT = "placement"
     CHECK_ARTIFACT = "check-artifact"
@@ -46,6 +48,8 @@ class Phase(Word):
         (running and checking: a wrong result counts as ``run``)."""
         if self in (Phase.COMPILE, Phase.PLACEMENT):
             return self.value
+        if self is Phase.SCHEDULE:
+            return Phase.COMPILE.value
         return "run"
 
 

@@ -13,7 +13,9 @@ take it as any case, and the name alone (with the base seed) regenerates it
 A strategy that does not apply to a graph (its constructor or its sampler asserts) makes
 no case; it is counted as *not applicable*. A sample whose ``generate`` raises is a case
 whose schedule is ``refused``: the runner reports it as not supported, with a message
-starting :data:`REFUSED`, apart from the target's failures.
+starting :data:`REFUSED`, apart from the target's failures; so is a sample that breaks a
+precondition XTC documents but does not check (a parallelized reduction loop...): its
+message starts :data:`BREAKS`.
 
 XTC's sampler is not prefix-stable (``sample(2, s)`` is not the start of ``sample(8, s)``),
 hence the pool size in every name.
@@ -33,11 +35,15 @@ from pathlib import Path
 from typing import Any
 
 from pytest_xtc.core.cases.case import Case, Schedule
+from pytest_xtc.core.cases.schedule_rules import InvalidSchedule, UnknownLoop
+from pytest_xtc.core.execution.scheduling import GraphScheduler, main_loops
 from pytest_xtc.core.versions import installed
 
 PREFIX = "explore"
 #: The message of a refused sample starts with this.
 REFUSED = "XTC refused this sample: "
+#: A sample that breaks a precondition XTC's scheduler documents but does not check.
+BREAKS = "the sample breaks a precondition of XTC's scheduler: "
 #: The scheme of XTC's generic ``prt`` strategy (the others fix their own): all axes,
 #: then a tile of all axes.
 PRT_SCHEME = "TT"
@@ -139,13 +145,20 @@ def _record(strategy: Any, graph: Any, sample: Sequence[int]) -> tuple[list[Any]
     from pytest_xtc.core.execution import xtc_env
     from pytest_xtc.core.execution.work import describe_failure
 
-    recorder = xtc_env.RecordingScheduler(
-        xtc_env.import_mlir_backend().Backend(graph).get_scheduler()
-    )
+    scheduler = GraphScheduler(xtc_env.import_mlir_backend().Backend(graph), None)
+    loops = main_loops(scheduler)
+    recorder = xtc_env.RecordingScheduler(scheduler)
     try:
         strategy.generate(recorder, list(sample))
     except Exception as exc:
         return [], REFUSED + describe_failure(exc)
+    try:  # a precondition XTC documents but does not check: never a target's failure
+        for primitive, args in recorder.calls:
+            loops = loops.after(primitive, args)
+    except UnknownLoop:
+        pass  # XTC's strategy and scheduler disagree on loop names: XTC fails to compile it
+    except InvalidSchedule as exc:
+        return [], f"{BREAKS}{exc}"
     return [[p, list(a)] for p, a in recorder.calls], ""
 
 
@@ -167,13 +180,13 @@ def _draws(base: Case, name: str, pool: int, base_seed: int, graph: Any) -> dict
 
 def _case(base: Case, draw: Draw, entry: Mapping[str, Any]) -> Case:
     steps = tuple((str(p), tuple(a)) for p, a in entry["steps"])
-    schedule = Schedule(draw.name, steps, refused=entry["refused"])
+    schedule = Schedule(draw.name, steps, refused=entry["refused"], drawn=True)
     return replace(base, schedule=schedule, tags=base.tags | {PREFIX, f"strategy={draw.strategy}"})
 
 
 def _cache_file(bases_: Sequence[Case], pool: int, base_seed: int, names: Sequence[str]) -> Path:
     text = json.dumps(
-        [installed("xtc-tools"), pool, base_seed, list(names),
+        [installed("xtc-tools"), BREAKS, pool, base_seed, list(names),
          [[c.key, c.source, c.graph] for c in bases_]],
         sort_keys=True, default=str,
     )

@@ -29,6 +29,7 @@ def _stride(value: Any, rank: int) -> tuple[int, int]:
 class Conv2d(Contraction):
     name = "conv2d"
     arity = 2
+    loops, reductions = ("b", "h", "w", "f", "r", "s", "c"), ("r", "s", "c")
     attrs = (Attr("stride", _stride, (1, 1), "an integer or [sh, sw]"),)
     lacks: ClassVar[Mapping[str, str]] = {
         "groups": "XTC's conv2d has no grouped or depthwise form (XTC ignores groups= and "

@@ -15,6 +15,7 @@ from pytest_xtc.ops.spec import Attrs, Shape
 class Matmul(Contraction):
     name = "matmul"
     arity = 2
+    loops, reductions = ("i", "j", "k"), ("k",)
 
     def shape(self, shapes: Sequence[Shape], attrs: Attrs) -> Shape:
         a, b = shapes

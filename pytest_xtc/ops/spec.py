@@ -58,6 +58,10 @@ class Op(ABC):
     copies: bool = True
     #: Attributes other frameworks have and XTC's op lacks, with what to say of them.
     lacks: ClassVar[Mapping[str, str]] = {}
+    #: XTC's loop names for the op's node, outer to inner (its MLIR backend's dims), and
+    #: which are reductions (never parallelized or vectorized). () where not declared.
+    loops: tuple[str, ...] = ()
+    reductions: tuple[str, ...] = ()
 
     def normalize(self, attrs: Mapping[str, Any] | None, shapes: Sequence[Shape]) -> Attrs:
         """The node's attributes checked and with defaults; refuses what is not declared."""

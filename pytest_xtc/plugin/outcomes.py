@@ -196,6 +196,8 @@ def conclude(
             pytest.fail(f"--xtc-strict: cannot run here: {message}", pytrace=False)
         pytest.skip(message)
     rerun = visible(rerun_command(request.node))
+    if outcome.status is Status.INVALID:  # the message names it: the user's case, not the target
+        pytest.fail(f"[{outcome.phase}] {message}\nrerun alone: {rerun}", pytrace=False)
     if outcome.status is Status.ERROR:
         pytest.fail(
             f"[infrastructure error, {outcome.phase}] {message}\nrerun alone: {rerun}",

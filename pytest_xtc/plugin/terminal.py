@@ -29,6 +29,7 @@ COLUMNS = (
     "passed",
     "failed",
     "infrastructure error",
+    "invalid",
     "expected failure",
     "not-supported",
     "skipped",
@@ -36,6 +37,7 @@ COLUMNS = (
 #: The counts table's headers, short enough for 80 columns.
 HEADERS = {
     "infrastructure error": "infra error",
+    "invalid": "invalid case",
     "expected failure": "xfailed",
     "not-supported": "unsupported",
 }
@@ -119,7 +121,7 @@ class OutcomeCollector:
         for line in (*groups[0], *groups[1]):
             write(line, bold=True)
         for target, group in zip(targets, groups[2:], strict=True):
-            bad = counts[target]["failed"] + counts[target]["infrastructure error"]
+            bad = sum(counts[target][c] for c in ("failed", "infrastructure error", "invalid"))
             colour = {"red": True} if bad else {"green": True}
             if not bad and not counts[target]["passed"]:
                 colour = {"yellow": True}

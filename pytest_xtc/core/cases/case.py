@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from pytest_xtc.core.cases import casefile, graphs
+from pytest_xtc.core.cases import casefile, graphs, schedule_rules
 from pytest_xtc.core.cases.casefile import CaseFileError
 from pytest_xtc.core.cases.graphs import GraphDict
 from pytest_xtc.core.cases.values import special_array
@@ -166,7 +166,9 @@ class Descript:
 class Schedule:
     """A named list of XTC scheduler calls, e.g. ``("tile", ("i", {"i1": 4}))``, after an
     optional :class:`Descript`, with the options of XTC's backend it needs (``backend``,
-    e.g. ``use_tensor_dialect``). ``refused``: XTC refused to make this schedule (an
+    e.g. ``use_tensor_dialect``). ``steps`` schedule ``node`` (None: XTC's default, the
+    last node); ``others`` are the ``(node, steps)`` segments after a ``{node: X}`` step
+    that schedule other nodes. ``refused``: XTC refused to make this schedule (an
     explored sample whose ``generate`` raised); the case is then not run."""
 
     name: str = "none"
@@ -175,10 +177,19 @@ class Schedule:
     descript: Descript | None = None
     backend: tuple[tuple[str, Any], ...] = ()
     refused: str = ""
+    others: tuple[tuple[str, tuple[tuple[str, tuple[Any, ...]], ...]], ...] = ()
+    #: Made by XTC's own search strategy (--xtc-explore): a step it makes on a loop the
+    #: scheduler lacks is XTC's failure to compile, not an invalid case.
+    drawn: bool = False
+
+    @property
+    def segments(self) -> tuple[tuple[str | None, tuple[tuple[str, tuple[Any, ...]], ...]], ...]:
+        """Every ``(node, steps)`` segment, the main one (``node``, ``steps``) first."""
+        return ((self.node, self.steps), *self.others)
 
     @property
     def primitives(self) -> frozenset[str]:
-        found = {step for step, _ in self.steps}
+        found = {step for _, steps in self.segments for step, _ in steps}
         if self.descript is not None:
             found |= _descript_primitives(self.descript.spec)
         return frozenset(found)
@@ -214,12 +225,15 @@ class Schedule:
             steps = data.get("steps") or []
             if not isinstance(steps, list):
                 raise CaseFileError(f"schedule {name!r}: steps must be a list")
-        parsed = []
+        segments: list[tuple[str | None, list[tuple[str, tuple[Any, ...]]]]] = [(node, [])]
         for step in steps or ():
             if not isinstance(step, Mapping) or not step:
                 raise CaseFileError(f"schedule {name!r}: each step is {{primitive: [args]}}")
             if set(step) == {"node"}:  # {node: C} picks the node the next steps schedule
-                node = str(step["node"])
+                if segments[-1][1]:
+                    segments.append((str(step["node"]), []))
+                else:
+                    segments[-1] = (str(step["node"]), [])
                 continue
             primitives = [k for k in step if k in PRIMITIVE_PARAMS]
             if len(primitives) != 1:
@@ -232,14 +246,21 @@ class Schedule:
             args = args if isinstance(args, list) else [args]
             kwargs = {str(k): v for k, v in step.items() if k != primitive}
             try:
-                parsed.append((str(primitive), bind_step(primitive, args, kwargs)))
+                segments[-1][1].append((str(primitive), bind_step(primitive, args, kwargs)))
             except CaseFileError as exc:
                 raise CaseFileError(f"schedule {name!r}: {exc}") from None
-        return cls(name, tuple(parsed), node, descript, backend)
+        if len(segments) > 1 and not segments[-1][1]:
+            raise CaseFileError(f"schedule {name!r}: {{node: {segments[-1][0]}}} ends the steps: "
+                                "it picks the node the steps after it schedule; move it first")
+        (node, main), *rest = segments
+        others = tuple((str(n), tuple(s)) for n, s in rest)
+        return cls(name, tuple(main), node, descript, backend, others=others)
 
     def to_data(self) -> list[Any] | dict[str, Any]:
         """This schedule as case-file data (what :meth:`from_data` reads back)."""
         steps = [{p: _plain(list(args))} for p, args in self.steps]
+        for other, more in self.others:
+            steps += [{"node": other}, *({p: _plain(list(args))} for p, args in more)]
         if self.descript is None and not self.backend and self.node is None:
             return steps
         data: dict[str, Any] = {}
@@ -400,14 +421,18 @@ def load_case_file(path: Path, max_case_bytes: int = DEFAULT_MAX_CASE_BYTES) -> 
                 f"{path}: malformed graph: {operand.name} would have shape "
                 f"{list(operand.shape)}; every dimension must be above 0"
             )
+    aliases = schedule_rules.name_nodes(graph["nodes"])
+    ops_by_name = {n.name: n.op for n in graphs.nodes(graph)}
     node = data.get("schedule_node")
-    try:
-        schedules = [
-            Schedule.from_data(name, steps, node)
-            for name, steps in (data.get("schedules") or {"none": []}).items()
-        ]
-    except CaseFileError as exc:
-        raise CaseFileError(f"{path}: schedules: {exc}") from None
+    schedules = []
+    for name, steps in (data.get("schedules") or {"none": []}).items():
+        try:
+            schedule = schedule_rules.resolve_nodes(Schedule.from_data(name, steps, node), aliases)
+            schedule_rules.check_declared(schedule, ops_by_name)
+        except (CaseFileError, schedule_rules.InvalidSchedule) as exc:
+            where = "" if str(exc).startswith("schedule ") else f"schedule {name!r}: "
+            raise CaseFileError(f"{path}: schedules: {where}{exc}") from None
+        schedules.append(schedule)
     own_dtype = graph["inputs"][0]["expr"]["type"]["dtype"]
     rule = data.get("error_rule") or {}
     exact_rule = rule == "exact"

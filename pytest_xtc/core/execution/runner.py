@@ -130,6 +130,8 @@ def _judge(
     outcome.compile_s, outcome.run_s, outcome.times = done.compile_s, done.run_s, done.times
     if done.failure:
         status = Status.ERROR if done.infrastructure else Status.FAILED
+        if done.phase == Phase.SCHEDULE:
+            status = Status.INVALID
         return _end(outcome, status, done.phase, done.failure)
     if not input_sets:  # compiled only
         return _end(outcome, Status.PASSED, done.phase, "")

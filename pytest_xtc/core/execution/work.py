@@ -30,6 +30,7 @@ import numpy as np
 from pytest_xtc.core.adapter import ONCE, InfrastructureError, TargetAdapter
 from pytest_xtc.core.cases import graphs, values
 from pytest_xtc.core.cases.case import Case
+from pytest_xtc.core.cases.schedule_rules import INVALID_CASE, InvalidSchedule
 from pytest_xtc.core.execution import guard, placement, transfer
 from pytest_xtc.core.execution.serving import TRANSFER
 from pytest_xtc.core.execution.settings import Settings
@@ -233,6 +234,8 @@ def target_work(
             if settings.repeat_check:  # the timed call reran the first call's inputs
                 done.second = timed.outputs
         done.phase, done.times = Phase.CHECK, result.times
+    except InvalidSchedule as exc:  # the case's own error, found before XTC compiles
+        done.phase, done.failure = Phase.SCHEDULE, f"{INVALID_CASE}: {exc}"
     except Exception as exc:
         done.phase, done.failure = phase, f"{phase} failed: {describe_failure(exc)}"
         done.infrastructure = is_infrastructure(exc, phase)

@@ -26,8 +26,15 @@ import numpy as np
 
 from pytest_xtc.core.adapter import ONCE, RunResult, Timing
 from pytest_xtc.core.cases import graphs
-from pytest_xtc.core.cases.case import DEVICE, PRIMITIVE_PARAMS, Case, bind_step
+from pytest_xtc.core.cases.case import DEVICE, Case
 from pytest_xtc.core.execution.placement import SOURCE_IR
+from pytest_xtc.core.execution.scheduling import (  # noqa: F401  (adapters call them through xtc_env)
+    GraphScheduler,
+    RecordingScheduler,
+    apply_schedule,
+    new_scheduler,
+    schedule,
+)
 from pytest_xtc.core.versions import installed
 
 XTC_DISTRIBUTIONS = (
@@ -132,106 +139,6 @@ def _tuples(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _tuples(v) for k, v in value.items()}
     return value
-
-
-def new_scheduler(backend: Any, case: Case) -> Any:
-    """A fresh scheduler of ``backend`` on the node the case's schedule applies to."""
-    node = case.schedule.node
-    return backend.get_scheduler(default_node=node) if node else backend.get_scheduler()
-
-
-def schedule(backend: Any, case: Case, extra: Sequence[tuple[str, tuple[Any, ...]]] = ()) -> Any:
-    """Apply the case's schedule (its ``descript`` description, then its scheduler calls,
-    then ``extra``, a target's own) and schedule."""
-    scheduler = new_scheduler(backend, case)
-    apply_schedule(scheduler, case, extra)
-    return scheduler.schedule()
-
-
-def apply_schedule(
-    scheduler: Any, case: Case, extra: Sequence[tuple[str, tuple[Any, ...]]] = ()
-) -> list[tuple[str, tuple[Any, ...]]]:
-    """Apply the case's schedule to ``scheduler``, every step's loops checked; the calls
-    made (a descript description's included), in order."""
-    loops = set(scheduler.get_loop_nest().abstract_dims)
-    made: list[tuple[str, tuple[Any, ...]]] = []
-    described = case.schedule.descript
-    if described is not None:
-        from xtc.schedules.descript import descript_scheduler
-
-        recorder = RecordingScheduler(scheduler)
-        dims = list(described.dims or scheduler.get_loop_nest().abstract_dims)
-        descript_scheduler(recorder, ".", dims, described.spec, dict(described.sizes), [],  # type: ignore[arg-type]
-                           dict(described.sample))
-        for primitive, args in recorder.calls:
-            loops = _check_loops(primitive, args, loops)
-        made += recorder.calls
-    for primitive, args in (*case.schedule.steps, *extra):
-        loops = _check_loops(primitive, args, loops)
-        getattr(scheduler, primitive)(*args)
-        made.append((primitive, tuple(args)))
-    return made
-
-
-class RecordingScheduler:
-    """An XTC scheduler that records every primitive called on it (``calls``: each as
-    ``(primitive, positional args)``, keywords bound, trailing defaults dropped), then
-    forwards it. XTC's search strategies and ``descript`` only call the scheduler's
-    methods, so they take it in place of the scheduler."""
-
-    def __init__(self, inner: Any) -> None:
-        self._inner = inner
-        self.calls: list[tuple[str, tuple[Any, ...]]] = []
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._inner, name)
-        if name not in PRIMITIVE_PARAMS:
-            return attr
-
-        def record(*args: Any, **kwargs: Any) -> Any:
-            self.calls.append((name, bind_step(name, _plain(args), _plain(kwargs))))
-            return attr(*args, **kwargs)
-
-        return record
-
-
-def _plain(value: Any) -> Any:
-    """A copy of a primitive's arguments as YAML-safe data: tuples as lists."""
-    if isinstance(value, tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    return value
-
-
-# Scheduler primitives whose first argument names existing loops, and those that create
-# loops (their second argument's keys). XTC ignores an unknown loop name silently, which
-# would make a schedule's coverage false: such a step is an error here.
-_USES_LOOPS = {"tile", "split", "strip_mine", "interchange", "vectorize", "parallelize",
-               "unroll", "pack_at", "buffer_at", "fuse_producer_at", "fuse_consumer_at",
-               "distribute", "distributed_buffer_at", "external_at"}
-_MAKES_LOOPS = {"tile", "split", "strip_mine"}
-
-
-def _check_loops(primitive: str, args: Sequence[Any], loops: set[str]) -> set[str]:
-    """The loops after ``primitive(*args)``; ValueError when it names an unknown one."""
-    if primitive == "set_dims" and args:  # renames the node's dimensions
-        return set(args[0])
-    if primitive not in _USES_LOOPS or not args:
-        return loops
-    named = args[0]
-    names = [named] if isinstance(named, str) else list(named)
-    unknown = sorted(set(names) - loops)
-    if unknown:
-        raise ValueError(
-            f"schedule step {primitive}{tuple(args)!r} names unknown loop "
-            f"{', '.join(unknown)} (loops: {', '.join(sorted(loops))})"
-        )
-    if primitive in _MAKES_LOOPS and len(args) > 1 and isinstance(args[1], Mapping):
-        loops = loops | set(args[1])
-    return loops
 
 
 Steps = Sequence[tuple[str, tuple[Any, ...]]]
