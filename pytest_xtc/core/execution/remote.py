@@ -64,41 +64,64 @@ class IsolatedAdapter(TargetAdapter):
         spec: TargetSpec,
         entry: EntryPoint,
         limits: HostLimits = HostLimits(),
+        expectations: Path | None = None,
     ) -> None:
         super().__init__(spec)
         self.entry = entry
         self.limits = limits
         self.broken: str | None = None  # why the adapter could not be loaded
+        self.dead: str | None = None  # why the host is gone after loading (crash, hang)
+        #: the expectations file the adapter gives, known without building it (else asked)
+        self.static_expectations = expectations
         self._cache: dict[tuple[str, tuple[Any, ...]], Any] = {}
+        self._failed: dict[tuple[str, tuple[Any, ...]], str] = {}
         # prepare()'s scratch directory: made and removed (at exit) by this process, so
         # that the host, which ends by os._exit, leaves nothing behind.
         self._scratch = tempfile.TemporaryDirectory(prefix=f"pytest-xtc-prepare-{spec.name}-")
         state: dict[str, Any] = {"scratch": Path(self._scratch.name)}
         self._host = isolation.Worker(_host_handler(entry, spec, state))
 
+    def failure(self) -> str | None:
+        """Why the adapter cannot answer at all (it did not load, or its host crashed or
+        hung in a call), or None."""
+        if self.broken is not None:
+            return f"adapter failed to load: {self.broken}"
+        return self.dead
+
     def _ask(self, method: str, *args: Any, limit: float) -> Any:
-        """``method(*args)`` of the real adapter, in the host, cached; raises
-        AdapterFailure naming the method and the cause."""
+        """``method(*args)`` of the real adapter, in the host; its answer or its failure
+        is cached, so a method that fails costs its time limit once. Raises AdapterFailure
+        naming the method and the cause. A host that crashes or hangs is not started
+        again for such calls: the adapter is then failed as a whole."""
         key = (method, args)
         if key in self._cache:
             return self._cache[key]
-        if self.broken is not None:
-            raise AdapterFailure(f"adapter failed to load: {self.broken}")
+        if key not in self._failed:
+            try:
+                self._cache[key] = self._call(method, args, limit)
+                return self._cache[key]
+            except AdapterFailure as exc:
+                self._failed[key] = str(exc)
+        raise AdapterFailure(self._failed[key])
+
+    def _call(self, method: str, args: tuple[Any, ...], limit: float) -> Any:
+        failed = self.failure()
+        if failed is not None:
+            raise AdapterFailure(failed)
         limits = {LOAD: self.limits.load, method: limit}
         try:
-            value = self._host.call(("call", method, args), limits, LOAD)
+            return self._host.call(("call", method, args), limits, LOAD)
         except isolation.ChildFailure as exc:
             if exc.phase == LOAD:
                 self.broken = _cause(exc)
-                raise AdapterFailure(f"adapter failed to load: {self.broken}") from None
-            raise AdapterFailure(f"{method} {_cause(exc)}") from None
+            else:
+                self.dead = f"adapter failed: {method} {_cause(exc)}"
+            raise AdapterFailure(self.failure()) from None
         except _LoadError as exc:
             self.broken = str(exc)
-            raise AdapterFailure(f"adapter failed to load: {self.broken}") from None
+            raise AdapterFailure(self.failure()) from None
         except Exception as exc:
             raise AdapterFailure(f"{method} raised {exc}") from None
-        self._cache[key] = value
-        return value
 
     def probe(self) -> Probe:
         try:
@@ -107,8 +130,16 @@ class IsolatedAdapter(TargetAdapter):
             return Probe(Tier.UNAVAILABLE, str(exc))
         return probe
 
+    def status(self) -> Probe:
+        """``probe()``, unless a call since made the adapter fail as a whole."""
+        found = super().status()
+        failed = self.failure()
+        if failed is not None and found.tier is not Tier.UNAVAILABLE:
+            found = self._status = Probe(Tier.UNAVAILABLE, failed)
+        return found
+
     def capabilities(self) -> Capabilities:
-        if self.broken is not None:
+        if self.failure() is not None:
             return Capabilities(ops=frozenset())
         caps: Capabilities = self._ask("capabilities", limit=self.limits.query)
         return caps
@@ -122,7 +153,19 @@ class IsolatedAdapter(TargetAdapter):
         return key
 
     def expectations_file(self) -> Path | None:
-        path: Path | None = self._ask("expectations_file", limit=self.limits.query)
+        """Known without a call where the adapter keeps the default (a file beside its
+        class's module); else asked, and a failure makes the adapter unavailable."""
+        if self.static_expectations is not None:
+            path = self.static_expectations
+            return path if path.is_file() else None
+        if self.status().tier is Tier.UNAVAILABLE:
+            return None
+        try:
+            path: Path | None = self._ask("expectations_file", limit=self.limits.query)
+        except AdapterFailure as exc:
+            self.dead = self.dead or f"adapter failed: {exc}"
+            self._status = Probe(Tier.UNAVAILABLE, self.dead)
+            return None
         return path
 
     def peak_flops(self, dtype: str) -> float | None:
@@ -216,7 +259,7 @@ def _build(entry: EntryPoint, spec: TargetSpec, scratch: Path) -> TargetAdapter:
         raise _LoadError(_describe(exc)) from None
     if not isinstance(adapter, TargetAdapter):
         raise _LoadError(f"entry point gave {type(adapter).__name__}, not an adapter")
-    with contextlib.suppress(Exception):
+    with contextlib.suppress(BaseException):  # SystemExit too: the cases meet the problem
         adapter.prepare(scratch)
     return adapter
 
