@@ -116,7 +116,7 @@ def test_a_raising_query_fails_each_call_with_the_same_reason(tmp_path, monkeypa
         assert adapter.status().tier is Tier.EXECUTE
         host = adapter._host.pid
         for _ in range(3):
-            with pytest.raises(Exception, match="time_limits raised .*limits table missing"):
+            with pytest.raises(Exception, match=r"time_limits raised .*limits table missing"):
                 adapter.time_limits()
         assert adapter._host.pid == host  # asked once, the host kept
     finally:
@@ -220,7 +220,7 @@ def test_module_files_are_found_without_importing(tmp_path, monkeypatch) -> None
 
 
 def test_probe_timeout_bounds_queries_and_never_shortens_loading() -> None:
-    assert options.DEFAULT_LOAD_TIMEOUT == HostLimits.load
+    assert HostLimits.load == options.DEFAULT_LOAD_TIMEOUT
     assert host_limits(None) == HostLimits()
     limits = host_limits(3.0)
     assert (limits.load, limits.probe, limits.query) == (HostLimits.load, 3.0, 3.0)

@@ -11,7 +11,7 @@ import pytest
 from pytest_xtc.core.cases import expectations
 from pytest_xtc.core.cases.case import CaseFileError, check_unique, load_case_paths
 from pytest_xtc.core.execution import registry
-from pytest_xtc.core.execution.remote import HostLimits
+from pytest_xtc.core.execution.remote import HostLimits, IsolatedAdapter
 from pytest_xtc.plugin import (
     benchmarking,
     collection,
@@ -71,6 +71,17 @@ def configure(config: pytest.Config) -> None:
     reporting.configure(config)
     if explicit or user_cases or config.getoption("xtc_case"):
         collection.add_suite_to_args(config)
+    if not _xdist_controller(config):
+        for adapter in adapters:
+            if isinstance(adapter, IsolatedAdapter):
+                adapter.warm()
+
+
+def _xdist_controller(config: pytest.Config) -> bool:
+    """Whether this process hands the cases to xdist workers (and runs none itself)."""
+    if hasattr(config, "workerinput"):
+        return False
+    return bool(config.getoption("numprocesses", None)) or config.getoption("dist", "no") != "no"
 
 
 def host_limits(probe_s: float | None) -> HostLimits:

@@ -135,11 +135,16 @@ def _all_declared() -> dict[str, tuple[list[OptionSpec], list[str], dict[str, An
             raw[name] = (hit[0], hit[1])
     missing = [name for name in entries if name not in raw]
     if missing:
+        # Each thread only forks a child and waits for it (no import runs in this
+        # process meanwhile, so no child inherits a half-held import lock).
         with ThreadPoolExecutor(max_workers=min(8, len(missing))) as pool:
-            raw.update(zip(missing, pool.map(lambda n: _read(entries[n]), missing)))
-        fresh = {
-            keys[n]: list(raw[n]) for n in missing if keys[n] and not isinstance(raw[n], str)
-        }
+            read = pool.map(lambda n: _read(entries[n]), missing)
+            raw.update(zip(missing, read, strict=True))
+        fresh: dict[str, Any] = {}
+        for name in missing:
+            k, value = keys[name], raw[name]
+            if k is not None and not isinstance(value, str):
+                fresh[k] = list(value)
         declcache.store(fresh)
     return {name: _checked(value) for name, value in raw.items()}
 
@@ -148,7 +153,8 @@ def _read(ep: EntryPoint) -> _Raw | str:
     """An entry point's raw declaration, or what went wrong reading it."""
     try:
         if isolation.available():
-            raw: _Raw = isolation.call_isolated(partial(_read_options, ep), OPTIONS_LIMIT_S, "options")
+            read = partial(_read_options, ep)
+            raw: _Raw = isolation.call_isolated(read, OPTIONS_LIMIT_S, "options")
             return raw
         return _read_options(ep)
     except isolation.ChildFailure as exc:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint
@@ -75,6 +76,7 @@ class IsolatedAdapter(TargetAdapter):
         self.static_expectations = expectations
         self._cache: dict[tuple[str, tuple[Any, ...]], Any] = {}
         self._failed: dict[tuple[str, tuple[Any, ...]], str] = {}
+        self._lock = threading.Lock()  # one call to the host at a time (see warm())
         # prepare()'s scratch directory: made and removed (at exit) by this process, so
         # that the host, which ends by os._exit, leaves nothing behind.
         self._scratch = tempfile.TemporaryDirectory(prefix=f"pytest-xtc-prepare-{spec.name}-")
@@ -94,15 +96,26 @@ class IsolatedAdapter(TargetAdapter):
         naming the method and the cause. A host that crashes or hangs is not started
         again for such calls: the adapter is then failed as a whole."""
         key = (method, args)
-        if key in self._cache:
-            return self._cache[key]
-        if key not in self._failed:
-            try:
-                self._cache[key] = self._call(method, args, limit)
+        with self._lock:
+            if key in self._cache:
                 return self._cache[key]
-            except AdapterFailure as exc:
-                self._failed[key] = str(exc)
-        raise AdapterFailure(self._failed[key])
+            if key not in self._failed:
+                try:
+                    self._cache[key] = self._call(method, args, limit)
+                    return self._cache[key]
+                except AdapterFailure as exc:
+                    self._failed[key] = str(exc)
+            raise AdapterFailure(self._failed[key])
+
+    def warm(self) -> None:
+        """Start loading and probing the adapter now, in the background, so that its host
+        imports the toolchain while this process goes on collecting. The host is forked
+        here, in the calling thread (a fork from another thread could copy an import
+        lock half-held); only the wait for its answer happens in a thread."""
+        if self.failure() is not None or "_status" in vars(self):
+            return
+        self._host._start()
+        threading.Thread(target=self.status, name=f"xtc-warm-{self.name}", daemon=True).start()
 
     def _call(self, method: str, args: tuple[Any, ...], limit: float) -> Any:
         failed = self.failure()
@@ -161,12 +174,12 @@ class IsolatedAdapter(TargetAdapter):
         if self.status().tier is Tier.UNAVAILABLE:
             return None
         try:
-            path: Path | None = self._ask("expectations_file", limit=self.limits.query)
+            asked: Path | None = self._ask("expectations_file", limit=self.limits.query)
         except AdapterFailure as exc:
             self.dead = self.dead or f"adapter failed: {exc}"
             self._status = Probe(Tier.UNAVAILABLE, self.dead)
             return None
-        return path
+        return asked
 
     def peak_flops(self, dtype: str) -> float | None:
         peak: float | None = self._ask("peak_flops", dtype, limit=self.limits.peak)
