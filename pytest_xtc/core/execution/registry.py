@@ -294,10 +294,16 @@ def resolve(
     adapters: dict[str, TargetAdapter] = {}
     for selected in parse(selection):
         if selected.name in ("all", "auto"):
-            for name in sorted(known):
-                adapter = load(Selected(name, name, None), options, isolate, limits)
-                if selected.name == "all" or adapter.status().tier is Tier.EXECUTE:
-                    adapters.setdefault(name, adapter)
+            every = [load(Selected(n, n, None), options, isolate, limits) for n in sorted(known)]
+            for adapter in every:  # their hosts load and probe side by side
+                if isinstance(adapter, IsolatedAdapter):
+                    adapter.warm()
+            for adapter in every:
+                keep = selected.name == "all" or adapter.status().tier is Tier.EXECUTE
+                if keep and adapters.setdefault(adapter.name, adapter) is adapter:
+                    continue
+                if isinstance(adapter, IsolatedAdapter):
+                    adapter.stop()  # not kept: its host goes
             continue
         if selected.base not in known:
             names = ", ".join(sorted(known)) or "(none)"
