@@ -112,7 +112,7 @@ class IsolatedAdapter(TargetAdapter):
         imports the toolchain while this process goes on collecting. The host is forked
         here, in the calling thread (a fork from another thread could copy an import
         lock half-held); only the wait for its answer happens in a thread."""
-        if self.failure() is not None or "_status" in vars(self):
+        if self.failure() is not None or "_status" in vars(self) or self._host.pid:
             return
         self._host._start()
         threading.Thread(target=self.status, name=f"xtc-warm-{self.name}", daemon=True).start()
