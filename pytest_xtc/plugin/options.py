@@ -36,6 +36,8 @@ HELP_ARGS = frozenset({"-h", "--help"})
 DEFAULT_MAX_CASE_BYTES = 1 << 30
 #: Seconds to probe an adapter (``core.remote.HostLimits.probe``; a test checks).
 DEFAULT_PROBE_TIMEOUT = 30.0
+#: Seconds to import, build and prepare an adapter (``core.remote.HostLimits.load``).
+DEFAULT_LOAD_TIMEOUT = 60.0
 #: Shrinking: where, and how long per case (``core.shrink.DEFAULT_SECONDS``; a test checks).
 DEFAULT_SHRINK_DIR, DEFAULT_SHRINK_SECONDS = "xtc-shrunk", 300.0
 
@@ -156,10 +158,12 @@ def add(parser: pytest.Parser) -> None:
     group.addoption(
         "--xtc-probe-timeout",
         type=_seconds,
-        default=DEFAULT_PROBE_TIMEOUT,
+        default=None,
         metavar="SECONDS",
-        help="time limit of loading and probing one adapter (each in its own process); "
-        f"a target past it is unavailable (default {DEFAULT_PROBE_TIMEOUT:g})",
+        help="time limit of probing one adapter and of each of its queries (in its own "
+        "process; loading it may take the longer of this and "
+        f"{DEFAULT_LOAD_TIMEOUT:g}); a target past it is unavailable "
+        f"(default {DEFAULT_PROBE_TIMEOUT:g})",
     )
     group.addoption(
         "--xtc-run-timeout",

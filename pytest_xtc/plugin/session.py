@@ -11,7 +11,7 @@ import pytest
 from pytest_xtc.core.cases import expectations
 from pytest_xtc.core.cases.case import CaseFileError, check_unique, load_case_paths
 from pytest_xtc.core.execution import registry
-from pytest_xtc.core.execution.remote import HostLimits
+from pytest_xtc.core.execution.remote import HostLimits, IsolatedAdapter
 from pytest_xtc.plugin import (
     benchmarking,
     collection,
@@ -35,8 +35,7 @@ def configure(config: pytest.Config) -> None:
             if problem:
                 raise registry.SelectionError(problem)
         isolate = not config.getoption("xtc_no_isolation")
-        probe_s = config.getoption("xtc_probe_timeout")
-        limits = HostLimits(load=max(HostLimits.load, probe_s), probe=probe_s)
+        limits = host_limits(config.getoption("xtc_probe_timeout"))
         adapters = registry.resolve(selection, values, isolate=isolate, limits=limits)
         if not config.getoption("xtc_ignore_expectations"):
             for adapter in adapters:
@@ -72,6 +71,26 @@ def configure(config: pytest.Config) -> None:
     reporting.configure(config)
     if explicit or user_cases or config.getoption("xtc_case"):
         collection.add_suite_to_args(config)
+    if not _xdist_controller(config):
+        for adapter in adapters:
+            if isinstance(adapter, IsolatedAdapter):
+                adapter.warm()
+
+
+def _xdist_controller(config: pytest.Config) -> bool:
+    """Whether this process hands the cases to xdist workers (and runs none itself)."""
+    if hasattr(config, "workerinput"):
+        return False
+    return bool(config.getoption("numprocesses", None)) or config.getoption("dist", "no") != "no"
+
+
+def host_limits(probe_s: float | None) -> HostLimits:
+    """The adapter hosts' limits: ``--xtc-probe-timeout`` bounds probing an adapter and
+    each of its queries (capabilities...), and loading it when longer than the default."""
+    if probe_s is None:
+        return HostLimits()
+    load = max(HostLimits.load, probe_s)
+    return HostLimits(load=load, probe=probe_s, query=min(HostLimits.query, probe_s))
 
 
 def _check_writable(folder: str | None) -> None:

@@ -1,21 +1,25 @@
 """Finding adapters through entry points, and turning a selection string into adapters.
 
 Nothing here imports an adapter module in this process (with isolation): option
-declarations are read in a one-shot child, adapters live in worker processes
-(:mod:`remote`). ``registered()`` reads entry-point metadata only.
+declarations are read in one-shot children (all at once) and cached across sessions
+(:mod:`declcache`), adapters live in worker processes (:mod:`remote`). ``registered()``
+reads entry-point metadata only.
 """
 
 from __future__ import annotations
 
+import inspect
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from functools import cache, partial
 from importlib.metadata import EntryPoint, entry_points
+from pathlib import Path
 from typing import Any
 
 from pytest_xtc.core.adapter import BrokenAdapter, OptionSpec, TargetAdapter, TargetSpec, Tier
-from pytest_xtc.core.execution import isolation
+from pytest_xtc.core.execution import declcache, isolation
 from pytest_xtc.core.execution.remote import HostLimits, IsolatedAdapter
 
 GROUP = "pytest_xtc.targets"
@@ -75,6 +79,8 @@ class Declarations:
     problems: Mapping[str, tuple[str, ...]]
     numbered: frozenset[str] = frozenset()  # targets whose devices take NAME[ORDINAL]
     varying: frozenset[str] = frozenset()  # targets declaring deterministic = False
+    #: the expectations file each adapter gives, where known without building it
+    expectations: Mapping[str, str] = field(default_factory=dict)
 
 
 def adapter_options() -> list[OptionSpec]:
@@ -84,17 +90,20 @@ def adapter_options() -> list[OptionSpec]:
 
 @cache
 def option_declarations() -> Declarations:
-    """Each adapter's ``options``, read in an isolated one-shot child under a time limit
-    (the adapter module is never imported here), checked; computed once."""
+    """Each adapter's ``options``, checked; computed once per process. A declaration is
+    taken from :mod:`declcache` while its sources are unchanged, else read in an isolated
+    one-shot child under a time limit (the adapter module is never imported here), the
+    children of all adapters at once."""
     found: dict[str, OptionSpec] = {}
     problems: dict[str, list[str]] = {}
-    numbered, varying = set(), set()
-    for name, ep in sorted(registered().items()):
-        declared, trouble, flags = _declared(ep)
-        if flags.get("ordinals"):
+    numbered, varying, expected = set(), set(), {}
+    for name, (declared, trouble, facts) in sorted(_all_declared().items()):
+        if facts.get("ordinals"):
             numbered.add(name)
-        if not flags.get("deterministic", True):
+        if not facts.get("deterministic", True):
             varying.add(name)
+        if "expectations" in facts:
+            expected[name] = facts["expectations"]
         problems[name] = trouble
         for option in declared:
             other = found.get(option.name)
@@ -105,56 +114,105 @@ def option_declarations() -> Declarations:
             elif not trouble:
                 found.setdefault(option.name, option)
     bad = {k: tuple(v) for k, v in problems.items() if v}
-    return Declarations(tuple(found.values()), bad, frozenset(numbered), frozenset(varying))
+    return Declarations(
+        tuple(found.values()), bad, frozenset(numbered), frozenset(varying), expected
+    )
 
 
-def _declared(ep: EntryPoint) -> tuple[list[OptionSpec], list[str], dict[str, bool]]:
-    """The options an entry point's factory declares, the problems found, and its flags
-    (``ordinals``, ``deterministic``)."""
+_Raw = tuple[list[dict[str, Any] | str], dict[str, Any]]
+
+
+def _all_declared() -> dict[str, tuple[list[OptionSpec], list[str], dict[str, Any]]]:
+    """Every registered adapter's declaration: cached ones as they are, the others read
+    in parallel (each in its own child), the good ones then cached."""
+    entries = registered()
+    cached = declcache.load()
+    keys = {name: declcache.key(ep) for name, ep in entries.items()}
+    raw: dict[str, _Raw | str] = {}
+    for name, k in keys.items():
+        hit = cached.get(k) if k else None
+        if isinstance(hit, list) and len(hit) == 2:
+            raw[name] = (hit[0], hit[1])
+    missing = [name for name in entries if name not in raw]
+    if missing:
+        # Each thread only forks a child and waits for it (no import runs in this
+        # process meanwhile, so no child inherits a half-held import lock).
+        with ThreadPoolExecutor(max_workers=min(8, len(missing))) as pool:
+            read = pool.map(lambda n: _read(entries[n]), missing)
+            raw.update(zip(missing, read, strict=True))
+        fresh: dict[str, Any] = {}
+        for name in missing:
+            k, value = keys[name], raw[name]
+            if k is not None and not isinstance(value, str):
+                fresh[k] = list(value)
+        declcache.store(fresh)
+    return {name: _checked(value) for name, value in raw.items()}
+
+
+def _read(ep: EntryPoint) -> _Raw | str:
+    """An entry point's raw declaration, or what went wrong reading it."""
     try:
         if isolation.available():
-            raw, flags = isolation.call_isolated(
-                partial(_read_options, ep), OPTIONS_LIMIT_S, "options"
-            )
-        else:
-            raw, flags = _read_options(ep)
+            read = partial(_read_options, ep)
+            raw: _Raw = isolation.call_isolated(read, OPTIONS_LIMIT_S, "options")
+            return raw
+        return _read_options(ep)
     except isolation.ChildFailure as exc:
-        return [], [f"reading its options {exc.cause}"], {}
+        return f"reading its options {exc.cause}"
     except Exception as exc:
-        return [], [f"{exc}"], {}
+        return f"{exc}"
+
+
+def _checked(raw: _Raw | str) -> tuple[list[OptionSpec], list[str], dict[str, Any]]:
+    """The options of a raw declaration, the problems found, and its facts."""
+    if isinstance(raw, str):
+        return [], [raw], {}
+    fields_list, facts = raw
     options, trouble = [], []
-    for fields in raw:
+    for fields in fields_list:
         if isinstance(fields, str):
             trouble.append(fields)
             continue
-        option = OptionSpec(**fields)
+        option = OptionSpec(**{**fields, "choices": _tuple(fields.get("choices"))})
         if not _OPTION_NAME.match(option.name):
             trouble.append(f"option name {option.name!r} is not lower-case words and dashes")
         else:
             options.append(option)
-    return options, trouble, flags
+    return options, trouble, facts
 
 
-def _read_options(ep: EntryPoint) -> tuple[list[dict[str, Any] | str], dict[str, bool]]:
+def _tuple(value: Any) -> tuple[str, ...] | None:
+    return None if value is None else tuple(value)
+
+
+def _read_options(ep: EntryPoint) -> _Raw:
     """In the child: the factory's ``options`` as plain fields (or a problem, as text),
-    and its ``ordinals`` and ``deterministic`` flags."""
+    and its facts: ``ordinals``, ``deterministic`` and, when the factory is an adapter
+    class that keeps the default ``expectations_file``, the path it gives (``expectations``)."""
     try:
         factory = ep.load()
     except BaseException as exc:  # SystemExit at import included
         raise RuntimeError(f"{type(exc).__name__}: {exc}") from None
     declared = getattr(factory, "options", ())
-    flags = {
+    facts: dict[str, Any] = {
         "ordinals": getattr(factory, "ordinals", False) is True,
         "deterministic": getattr(factory, "deterministic", True) is not False,
     }
+    if (
+        isinstance(factory, type)
+        and issubclass(factory, TargetAdapter)
+        and factory.expectations_file is TargetAdapter.expectations_file
+    ):
+        source = Path(inspect.getfile(factory)).resolve()
+        facts["expectations"] = str(source.with_suffix(".expectations.yaml"))
     if isinstance(declared, (str, bytes)) or not isinstance(declared, Sequence):
-        return [f"options is a {type(declared).__name__}, not a sequence of OptionSpec"], flags
+        return [f"options is a {type(declared).__name__}, not a sequence of OptionSpec"], facts
     result: list[dict[str, Any] | str] = []
     for option in declared:
         if not isinstance(option, OptionSpec):
             result.append(f"options holds a {type(option).__name__}, not an OptionSpec")
             continue
-        choices = None if option.choices is None else tuple(map(str, option.choices))
+        choices = None if option.choices is None else list(map(str, option.choices))
         result.append(
             {
                 "name": str(option.name),
@@ -165,7 +223,7 @@ def _read_options(ep: EntryPoint) -> tuple[list[dict[str, Any] | str], dict[str,
                 "expected": str(option.expected),
             }
         )
-    return result, flags
+    return result, facts
 
 
 @dataclass(frozen=True)
@@ -208,7 +266,9 @@ def load(
         return BrokenAdapter(spec, "; ".join(problems))
     entry = registered()[selected.base]
     if isolate and isolation.available():
-        proxy = IsolatedAdapter(spec, entry, limits or HostLimits())
+        known = option_declarations().expectations.get(selected.base)
+        static = Path(known) if known is not None else None
+        proxy = IsolatedAdapter(spec, entry, limits or HostLimits(), static)
         proxy.deterministic = selected.base not in option_declarations().varying
         return proxy
     try:
@@ -234,10 +294,16 @@ def resolve(
     adapters: dict[str, TargetAdapter] = {}
     for selected in parse(selection):
         if selected.name in ("all", "auto"):
-            for name in sorted(known):
-                adapter = load(Selected(name, name, None), options, isolate, limits)
-                if selected.name == "all" or adapter.status().tier is Tier.EXECUTE:
-                    adapters.setdefault(name, adapter)
+            every = [load(Selected(n, n, None), options, isolate, limits) for n in sorted(known)]
+            for adapter in every:  # their hosts load and probe side by side
+                if isinstance(adapter, IsolatedAdapter):
+                    adapter.warm()
+            for adapter in every:
+                keep = selected.name == "all" or adapter.status().tier is Tier.EXECUTE
+                if keep and adapters.setdefault(adapter.name, adapter) is adapter:
+                    continue
+                if isinstance(adapter, IsolatedAdapter):
+                    adapter.stop()  # not kept: its host goes
             continue
         if selected.base not in known:
             names = ", ".join(sorted(known)) or "(none)"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint
@@ -65,12 +66,18 @@ class IsolatedAdapter(TargetAdapter):
         spec: TargetSpec,
         entry: EntryPoint,
         limits: HostLimits = HostLimits(),
+        expectations: Path | None = None,
     ) -> None:
         super().__init__(spec)
         self.entry = entry
         self.limits = limits
         self.broken: str | None = None  # why the adapter could not be loaded
+        self.dead: str | None = None  # why the host is gone after loading (crash, hang)
+        #: the expectations file the adapter gives, known without building it (else asked)
+        self.static_expectations = expectations
         self._cache: dict[tuple[str, tuple[Any, ...]], Any] = {}
+        self._failed: dict[tuple[str, tuple[Any, ...]], str] = {}
+        self._lock = threading.Lock()  # one call to the host at a time (see warm())
         # prepare()'s scratch directory: made and removed (at exit) by this process, so
         # that the host, which ends by os._exit, leaves nothing behind.
         self._scratch = tempfile.TemporaryDirectory(prefix=f"pytest-xtc-prepare-{spec.name}-")
@@ -79,29 +86,58 @@ class IsolatedAdapter(TargetAdapter):
             _host_handler(entry, spec, state), warm=(WARM,), warm_limit=limits.load, clean=False
         )
 
-    def _ask(self, method: str, *args: Any, limit: float) -> Any:
-        """``method(*args)`` of the real adapter, in the host, cached; raises
-        AdapterFailure naming the method and the cause."""
-        key = (method, args)
-        if key in self._cache:
-            return self._cache[key]
+    def failure(self) -> str | None:
+        """Why the adapter cannot answer at all (it did not load, or its host crashed or
+        hung in a call), or None."""
         if self.broken is not None:
-            raise AdapterFailure(f"adapter failed to load: {self.broken}")
+            return f"adapter failed to load: {self.broken}"
+        return self.dead
+
+    def _ask(self, method: str, *args: Any, limit: float) -> Any:
+        """``method(*args)`` of the real adapter, in the host; its answer or its failure
+        is cached, so a method that fails costs its time limit once. Raises AdapterFailure
+        naming the method and the cause. A host that crashes or hangs is not started
+        again for such calls: the adapter is then failed as a whole."""
+        key = (method, args)
+        with self._lock:
+            if key in self._cache:
+                return self._cache[key]
+            if key not in self._failed:
+                try:
+                    self._cache[key] = self._call(method, args, limit)
+                    return self._cache[key]
+                except AdapterFailure as exc:
+                    self._failed[key] = str(exc)
+            raise AdapterFailure(self._failed[key])
+
+    def warm(self) -> None:
+        """Start loading and probing the adapter now, in the background, so that its host
+        imports the toolchain while this process goes on collecting. The host is forked
+        here, in the calling thread (a fork from another thread could copy an import
+        lock half-held); only the wait for its answer happens in a thread."""
+        if self.failure() is not None or "_status" in vars(self) or self._host.pid:
+            return
+        self._host._start()
+        threading.Thread(target=self.status, name=f"xtc-warm-{self.name}", daemon=True).start()
+
+    def _call(self, method: str, args: tuple[Any, ...], limit: float) -> Any:
+        failed = self.failure()
+        if failed is not None:
+            raise AdapterFailure(failed)
         limits = {LOAD: self.limits.load, method: limit}
         try:
-            value = self._host.call(("call", method, args), limits, LOAD)
+            return self._host.call(("call", method, args), limits, LOAD)
         except isolation.ChildFailure as exc:
             if exc.phase == LOAD:
                 self.broken = _cause(exc)
-                raise AdapterFailure(f"adapter failed to load: {self.broken}") from None
-            raise AdapterFailure(f"{method} {_cause(exc)}") from None
+            else:
+                self.dead = f"adapter failed: {method} {_cause(exc)}"
+            raise AdapterFailure(self.failure()) from None
         except _LoadError as exc:
             self.broken = str(exc)
-            raise AdapterFailure(f"adapter failed to load: {self.broken}") from None
+            raise AdapterFailure(self.failure()) from None
         except Exception as exc:
             raise AdapterFailure(f"{method} raised {exc}") from None
-        self._cache[key] = value
-        return value
 
     def probe(self) -> Probe:
         try:
@@ -110,8 +146,16 @@ class IsolatedAdapter(TargetAdapter):
             return Probe(Tier.UNAVAILABLE, str(exc))
         return probe
 
+    def status(self) -> Probe:
+        """``probe()``, unless a call since made the adapter fail as a whole."""
+        found = super().status()
+        failed = self.failure()
+        if failed is not None and found.tier is not Tier.UNAVAILABLE:
+            found = self._status = Probe(Tier.UNAVAILABLE, failed)
+        return found
+
     def capabilities(self) -> Capabilities:
-        if self.broken is not None:
+        if self.failure() is not None:
             return Capabilities(ops=frozenset())
         caps: Capabilities = self._ask("capabilities", limit=self.limits.query)
         return caps
@@ -125,8 +169,20 @@ class IsolatedAdapter(TargetAdapter):
         return key
 
     def expectations_file(self) -> Path | None:
-        path: Path | None = self._ask("expectations_file", limit=self.limits.query)
-        return path
+        """Known without a call where the adapter keeps the default (a file beside its
+        class's module); else asked, and a failure makes the adapter unavailable."""
+        if self.static_expectations is not None:
+            path = self.static_expectations
+            return path if path.is_file() else None
+        if self.status().tier is Tier.UNAVAILABLE:
+            return None
+        try:
+            asked: Path | None = self._ask("expectations_file", limit=self.limits.query)
+        except AdapterFailure as exc:
+            self.dead = self.dead or f"adapter failed: {exc}"
+            self._status = Probe(Tier.UNAVAILABLE, self.dead)
+            return None
+        return asked
 
     def peak_flops(self, dtype: str) -> float | None:
         peak: float | None = self._ask("peak_flops", dtype, limit=self.limits.peak)
@@ -231,7 +287,7 @@ def _build(entry: EntryPoint, spec: TargetSpec, scratch: Path) -> TargetAdapter:
         raise _LoadError(_describe(exc)) from None
     if not isinstance(adapter, TargetAdapter):
         raise _LoadError(f"entry point gave {type(adapter).__name__}, not an adapter")
-    with contextlib.suppress(Exception):
+    with contextlib.suppress(BaseException):  # SystemExit too: the cases meet the problem
         adapter.prepare(scratch)
     return adapter
 

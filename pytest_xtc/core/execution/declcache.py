@@ -1,0 +1,126 @@
+"""What an adapter declares (options, flags, its expectations file), kept across sessions.
+
+Reading a declaration imports the adapter module in a one-shot child (a broken adapter
+must never take pytest with it), which costs a fork and an import per installed adapter
+on every start. A declaration read successfully is kept in a cache file and reused while
+nothing it came from has changed: the key holds the distribution's name and version, the
+entry point, and the size and modification time of the adapter module and of the other
+modules of its package (found on the path without importing anything), of the
+distribution's ``entry_points.txt`` and of ``core/adapter.py``. Failures are never kept
+(a library installed since then is seen at the next start).
+
+The cache lives in ``$XDG_CACHE_HOME/pytest-xtc`` (else ``~/.cache/pytest-xtc``); set
+``PYTEST_XTC_CACHE=off`` to read every declaration afresh. It is written whole to a
+temporary file then renamed, so concurrent sessions (xdist workers) never see half a file;
+a cache that cannot be read or written is ignored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Mapping
+from importlib.machinery import PathFinder
+from importlib.metadata import EntryPoint
+from pathlib import Path
+from typing import Any
+
+ENV_SWITCH = "PYTEST_XTC_CACHE"
+FILE_NAME = "declarations-v1.json"
+MAX_ENTRIES = 512  # the oldest are dropped past this (many temporary vendor dirs in tests)
+_ADAPTER_API = Path(__file__).resolve().parents[1] / "adapter.py"
+
+
+def cache_file() -> Path | None:
+    """Where the cache lives, or None when it is switched off."""
+    if os.environ.get(ENV_SWITCH, "").lower() in ("off", "0", "no"):
+        return None
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "pytest-xtc" / FILE_NAME
+
+
+def module_file(name: str) -> Path | None:
+    """The source file of module ``name``, found on the path without importing it (its
+    parent packages are used when already imported); None when it cannot be found so."""
+    search: list[str] | None = None
+    spec = None
+    parts = name.split(".")
+    for i in range(len(parts)):
+        prefix = ".".join(parts[: i + 1])
+        loaded = sys.modules.get(prefix)
+        if loaded is not None and i < len(parts) - 1 and hasattr(loaded, "__path__"):
+            search = list(loaded.__path__)
+            continue
+        try:
+            spec = PathFinder.find_spec(prefix, search)
+        except (ImportError, ValueError):
+            return None
+        if spec is None:
+            return None
+        search = list(spec.submodule_search_locations or [])
+    if spec is None or not spec.origin or not spec.has_location:
+        return None
+    return Path(spec.origin)
+
+
+def _stamp(path: Path) -> list[Any]:
+    info = path.stat()
+    return [str(path), info.st_mtime_ns, info.st_size]
+
+
+def key(entry: EntryPoint) -> str | None:
+    """The cache key of ``entry``'s declaration, or None when its sources cannot be found
+    without importing them (it is then read every time)."""
+    source = module_file(entry.module)
+    dist = entry.dist
+    if source is None or dist is None:
+        return None
+    files = [source, _ADAPTER_API]
+    if source.name == "__init__.py" or (source.parent / "__init__.py").is_file():
+        files += sorted(p for p in source.parent.glob("*.py") if p != source)
+    info = getattr(dist, "_path", None)  # the .dist-info folder (PathDistribution)
+    if isinstance(info, Path) and (info / "entry_points.txt").is_file():
+        files.append(info / "entry_points.txt")
+    try:
+        stamps = [_stamp(p) for p in files]
+    except OSError:
+        return None
+    fields = [dist.name, dist.version, entry.name, entry.value, stamps]
+    return hashlib.sha256(json.dumps(fields).encode()).hexdigest()
+
+
+def load() -> dict[str, Any]:
+    """The cached declarations by key; empty when there is no usable cache."""
+    path = cache_file()
+    if path is None:
+        return {}
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def store(found: Mapping[str, Any]) -> None:
+    """Add ``found`` (key -> declaration) to the cache, atomically; errors ignored."""
+    path = cache_file()
+    if path is None or not found:
+        return
+    entries = {k: v for k, v in load().items() if k not in found}
+    entries.update(found)
+    kept = dict(list(entries.items())[-MAX_ENTRIES:])
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=".declarations-", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w") as out:
+                json.dump(kept, out)
+            os.replace(temporary, path)
+        except BaseException:
+            os.unlink(temporary)
+            raise
+    except OSError:
+        pass
