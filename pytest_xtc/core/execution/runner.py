@@ -36,7 +36,7 @@ from pytest_xtc.core.limits import (
     check_limit,
     worker_memory_limit,
 )
-from pytest_xtc.core.outcome import Outcome, Phase, Status
+from pytest_xtc.core.outcome import Failure, FailureKind, Outcome, Phase, Status
 
 __all__ = ["Settings", "device_lock", "run_case"]
 
@@ -94,6 +94,7 @@ def run_case(
             Status.FAILED,
             Phase.CAPABILITIES,
             f"capabilities() raised {describe_failure(exc)}",
+            _raised(exc),
         )
     if missing:
         return _end(outcome, Status.NOT_SUPPORTED, Phase.CAPABILITIES, f"{adapter.name}: {missing}")
@@ -108,7 +109,8 @@ def run_case(
     try:
         limits = _limits(adapter, settings)
     except Exception as exc:
-        return _end(outcome, Status.FAILED, Phase.COMPILE, f"time limits: {describe_failure(exc)}")
+        return _end(outcome, Status.FAILED, Phase.COMPILE, f"time limits: {describe_failure(exc)}",
+                    _raised(exc))
 
     execute = probe.tier is Tier.EXECUTE
     input_sets: list[list[np.ndarray]] = [[]]
@@ -131,11 +133,11 @@ def run_case(
     except isolation.ChildFailure as exc:
         phase = exc.phase if exc.phase in {p.value for p in Phase} else Phase.COMPILE.value
         status = Status.ERROR if phase in (Phase.COMPILE, Phase.WAIT_DEVICE) else Status.FAILED
-        return _end(outcome, status, phase, str(exc))
+        return _end(outcome, status, phase, str(exc), exc.kind or _raised(exc))
     outcome.compile_s, outcome.run_s, outcome.times = done.compile_s, done.run_s, done.times
     if done.failure:
         status = Status.ERROR if done.infrastructure else Status.FAILED
-        return _end(outcome, status, done.phase, done.failure)
+        return _end(outcome, status, done.phase, done.failure, done.kind)
     if not execute:
         return _end(outcome, Status.PASSED, done.phase, "")
     outcome = _check(outcome, case, input_sets, done)
@@ -208,6 +210,7 @@ def _check(
             Status.FAILED,
             Phase.CHECK,
             f"wrong results (seed {seed}): " + "; ".join(problems),
+            FailureKind(Failure.WRONG_RESULTS),
         )
     return _end(outcome, Status.PASSED, Phase.CHECK, "")
 
@@ -222,6 +225,12 @@ def output_digest(names: list[str], outputs: list[np.ndarray]) -> str:
     return digest.hexdigest()
 
 
-def _end(outcome: Outcome, status: Status, phase: str, message: str) -> Outcome:
+def _end(outcome: Outcome, status: Status, phase: str, message: str,
+         kind: FailureKind | None = None) -> Outcome:
     outcome.status, outcome.phase, outcome.message = status, Phase(phase), message
+    outcome.kind = kind
     return outcome
+
+
+def _raised(exc: BaseException) -> FailureKind:
+    return FailureKind(Failure.EXCEPTION, type(exc).__name__)

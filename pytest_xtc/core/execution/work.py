@@ -29,7 +29,7 @@ from pytest_xtc.core.cases import graphs, values
 from pytest_xtc.core.cases.case import Case
 from pytest_xtc.core.execution import guard, placement
 from pytest_xtc.core.execution.settings import Settings
-from pytest_xtc.core.outcome import Phase
+from pytest_xtc.core.outcome import Failure, FailureKind, Phase
 
 LOCK_DIR_ENV = "XTC_LOCK_DIR"
 
@@ -50,6 +50,7 @@ class Work:
 
     phase: Phase = Phase.COMPILE
     failure: str = ""
+    kind: FailureKind | None = None  # the failure's kind: the exception's type
     infrastructure: bool = False
     compile_s: float = 0.0
     run_s: float = 0.0
@@ -184,9 +185,11 @@ def target_work(
         done.phase, done.times = Phase.CHECK, result.times
     except Exception as exc:
         done.phase, done.failure = phase, f"{phase} failed: {describe_failure(exc)}"
+        done.kind = FailureKind(Failure.EXCEPTION, type(exc).__name__)
         done.infrastructure = is_infrastructure(exc, phase)
     except BaseException as exc:
         if isinstance(exc, KeyboardInterrupt) and not in_worker:
             raise
         done.phase, done.failure = phase, f"{phase} raised {describe_failure(exc)}"
+        done.kind = FailureKind(Failure.EXCEPTION, type(exc).__name__)
     return done
