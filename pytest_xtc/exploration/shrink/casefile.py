@@ -86,7 +86,7 @@ def plain(value: Any) -> Any:
 
 def rerun_command(target: str, file: Path, test_id: str, base_seed: int,
                   extra_args: Sequence[str] = ()) -> str:
-    """The one line that reruns the shrunk case (``-k`` until ``--xtc-case=ID`` exists)."""
+    """The one line that reruns the shrunk case alone (``--xtc-case``: an exact match)."""
     return shlex.join(["pytest", f"--xtc-target={target}", f"--xtc-seed={base_seed}",
-                       f"--xtc-cases={file}", *extra_args, "-p", "no:cacheprovider",
-                       "-k", test_id])
+                       f"--xtc-cases={file}", f"--xtc-case={test_id}", *extra_args,
+                       "-p", "no:cacheprovider"])
