@@ -26,6 +26,7 @@ from pytest_xtc.report import bundle, merge, verify
 from pytest_xtc.report.model import Report, Scope
 from pytest_xtc.report.profiles import PROFILES
 from pytest_xtc.report.reasons import ReasonCode
+from pytest_xtc.report.replay import option_flags
 from pytest_xtc.report.text import visible
 
 PROG = "xtc-conformance"
@@ -67,8 +68,7 @@ def pytest_args(args: argparse.Namespace) -> list[str]:
     argv = [str(SUITE_MODULE), f"--xtc-target={args.target}", "--xtc-strict",
             "--xtc-ignore-expectations", "--xtc-order-check", f"--xtc-report={args.report}",
             "-p", "no:cacheprovider"]
-    argv += [f"--xtc-{k}={v}" for k, v in _target_options(args.target_option).items()
-             if v is not None]
+    argv += option_flags(_target_options(args.target_option))
     if args.workers:
         argv += ["-n", str(args.workers)]
     if args.shard:

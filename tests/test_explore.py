@@ -9,6 +9,7 @@ import shlex
 import subprocess
 import sys
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ from pytest_xtc.core.adapter import TargetSpec
 from pytest_xtc.core.cases.case import PRIMITIVE_PARAMS, REQUIRED, CaseFileError, Schedule
 from pytest_xtc.core.execution.runner import run_case
 from pytest_xtc.core.execution.settings import Settings
-from pytest_xtc.core.outcome import Outcome, Phase, Status
+from pytest_xtc.core.outcome import Failure, FailureKind, Outcome, Phase, Status
 from pytest_xtc.exploration import explore, shrink
 from pytest_xtc.targets.host import HostTarget
 
@@ -157,7 +158,9 @@ def test_a_refused_sample_is_not_supported_and_tallied_apart(tmp_path: Path) -> 
 # -- shrinking -------------------------------------------------------------------------
 
 
-def test_failure_kinds() -> None:
+def test_failure_kinds_of_records_written_before_kinds_were_recorded() -> None:
+    """The legacy reading: an outcome with no recorded kind is read from its text."""
+
     def kind(phase: Phase, message: str) -> str:
         return str(shrink.failure_kind(Outcome("c", "t", Status.FAILED, phase, message)))
 
@@ -168,6 +171,71 @@ def test_failure_kinds() -> None:
         "run: signal SIGSEGV"
     assert kind(Phase.RUN, "timed out: run exceeded its 0.5 s limit") == "run: timeout"
     assert shrink.failure_kind(Outcome("c", "t", Status.PASSED, Phase.CHECK)) is None
+
+
+def test_the_runner_records_the_failure_kind_where_it_classifies_the_failure(
+    tmp_path: Path,
+) -> None:
+    """Wrong results, a crash's signal, a timeout and an exception's type, each recorded
+    as data by the runner (isolated, as by default), and kept through a record."""
+    from pytest_xtc.selftest import faults
+
+    class RaisesInCompile(HostTarget):
+        def compile(self, case, workdir):  # type: ignore[no-untyped-def]
+            raise KeyError("no such kernel")
+
+    small = case("matmul-float32-13x11x7-none")
+    settings = Settings(perf=False)
+    adapters = {"last-row-wrong": faults.make("last-row-wrong"), "crash": faults.make("crash"),
+                "hang": faults.make("hang"),
+                "raises": RaisesInCompile(TargetSpec("raises", "raises"))}
+    got = {name: run_case(a, small, tmp_path / name, settings) for name, a in adapters.items()}
+    assert got["last-row-wrong"].kind == FailureKind(Failure.WRONG_RESULTS)
+    assert got["crash"].kind == FailureKind(Failure.SIGNAL, "SIGSEGV")
+    assert got["hang"].kind == FailureKind(Failure.TIMEOUT)
+    assert got["raises"].kind == FailureKind(Failure.EXCEPTION, "KeyError")
+    assert run_case(HostTarget(TargetSpec("host", "host")), small, tmp_path / "host",
+                    settings).kind is None
+    for outcome in got.values():
+        again = Outcome.from_dict({**outcome.to_dict(), "nodeid": "x"})
+        assert again.kind == outcome.kind and again.to_dict() == outcome.to_dict()
+    old = {k: v for k, v in got["crash"].to_dict().items() if k != "kind"}
+    assert Outcome.from_dict(old).kind is None  # a record written before kinds
+    with pytest.raises(ValueError, match="'bug'"):
+        Outcome.from_dict({**old, "kind": {"what": "bug", "detail": ""}})
+
+
+def test_shrinking_compares_the_recorded_kind_not_the_message_text(tmp_path: Path) -> None:
+    """The original's text reads as a crash, its recorded kind is a ValueError: shrinking
+    keeps the candidates recorded as ValueError (their text saying "timed out") and never
+    one recorded as a timeout (its text saying ValueError). Read from the text, nothing
+    would reproduce."""
+    base = case("matmul-float32-13x11x7-none")
+    raised, timeout = FailureKind(Failure.EXCEPTION, "ValueError"), FailureKind(Failure.TIMEOUT)
+    misleading = Outcome(base.id, "host", Status.FAILED, Phase.COMPILE,
+                         "crashed during compile: killed by signal SIGSEGV", kind=raised)
+    assert str(shrink.failure_kind(misleading)) == "compile: ValueError"
+    assert str(shrink.failure_kind(replace(misleading, kind=None))) == "compile: signal SIGSEGV"
+    seen: list[FailureKind] = []
+
+    def run(candidate, workdir):  # type: ignore[no-untyped-def]
+        from pytest_xtc.core.cases import graphs
+
+        big = graphs.inputs(candidate.graph)[0].shape[0] > 4
+        kind, text = (raised, "timed out after 1 s") if big else \
+            (timeout, "compile failed: ValueError: x")
+        seen.append(kind)
+        return Outcome(candidate.id, "host", Status.FAILED, Phase.COMPILE, text, kind=kind)
+
+    result = shrink.shrink(HostTarget(TargetSpec("host", "host")), base, misleading, tmp_path,
+                           FAST, shrink.Budget(attempts=60), run=run)
+    assert result.reproduced and str(result.kind) == "compile: ValueError"
+    assert result.after.startswith("inputs 5x"), result.after  # the smallest still "big"
+    assert timeout in seen  # smaller ones were tried, and refused
+    legacy = shrink.shrink(HostTarget(TargetSpec("host", "host")), base,
+                           replace(misleading, kind=None), tmp_path / "legacy", FAST,
+                           shrink.Budget(attempts=5), run=run)
+    assert not legacy.reproduced
 
 
 def test_dropping_a_step_drops_its_loops_and_factors_stay_within_their_dimension() -> None:

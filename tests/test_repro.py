@@ -374,3 +374,37 @@ def test_a_large_user_case_passes_isolated_and_its_rerun_line_reproduces_it(pyte
         return str(json.loads(lines[0])["output_digest"])
 
     assert digest("first") == digest("again") != "None"
+
+
+def test_replay_rebuilds_a_bundle_case_from_its_record_and_reruns_it(tmp_path: Path) -> None:
+    """report/replay.py, the one rebuild of a bundle's case (verify --rerun and shrink):
+    the run's seed, options and case files (read again from the run's directory), the
+    suite's cases, the caller's rebuild of an explored id; a one-line reason for what
+    cannot be replayed here."""
+    from pytest_xtc.conformance import builtin_cases
+    from pytest_xtc.exploration import explore, shrink
+    from pytest_xtc.report.replay import Replay, ReplayError
+
+    base = next(c for c in builtin_cases() if c.id == "matmul-float32-13x11x7-none")
+    mine = shrink.write_case_file(tmp_path / "mine.yaml", shrink.State(base.graph, base.schedule),
+                                  base, "mine")
+    run = {"settings": {"seed": 5, "adapter_options": {"opt": "v", "unset": None}},
+           "command": {"args": ["x.py", "--xtc-cases", "mine.yaml"], "dir": str(tmp_path)}}
+    report = {"runs": [run], "targets": {"host": {"runs": [0]}}}
+    replay = Replay(report, rebuild=explore.rebuild)
+    assert replay.settings("host").base_seed == 5 and replay.option_flags("host") == ["--xtc-opt=v"]
+    assert replay.case("host", mine.id).graph == mine.graph  # from the run's case file
+    assert replay.case("host", base.id) is not None  # from the suite
+    with pytest.raises(ReplayError, match="not a case of this suite"):
+        replay.case("host", "matmul-float32-13x11x7-nosuchschedule")
+    with pytest.raises(ReplayError, match="cannot rebuild the case: "):  # explore's say
+        replay.case("host", "matmul-float32-13x11x7-explore-nosuch-0of1")
+    with pytest.raises(ReplayError, match=r"cannot rerun here: .*nosuch"):
+        replay.rerun({"target": "nosuch", "case": base.id}, tmp_path)
+    (tmp_path / "mine.yaml").unlink()
+    with pytest.raises(ReplayError, match="case files"):
+        Replay(report).case("host", mine.id)
+
+    plain_report = {"runs": [{"settings": {"seed": 5}}], "targets": {"host": {"runs": [0]}}}
+    outcome = Replay(plain_report).rerun({"target": "host", "case": base.id}, tmp_path)
+    assert outcome.status.value == "passed" and outcome.seed == base.seed(5)

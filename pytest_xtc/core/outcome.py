@@ -1,10 +1,12 @@
 """The vocabulary every layer shares: what happened to a case (:class:`Status`), where
-(:class:`Phase`), and the :class:`Outcome` record the runner gives. No pytest."""
+(:class:`Phase`), how it failed (:class:`FailureKind`), and the :class:`Outcome` record the
+runner gives. No pytest."""
 
 from __future__ import annotations
 
 import enum
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 
@@ -56,6 +58,42 @@ class Phase(Word):
 STAGES = ("compile", "placement", "run")
 
 
+class Failure(Word):
+    """What went wrong, as the runner classified it where it happened."""
+
+    WRONG_RESULTS = "wrong results"  # the check found results outside their error bound
+    TIMEOUT = "timeout"  # a phase exceeded its time limit
+    SIGNAL = "signal"  # the target's process was killed by a signal (detail: its name)
+    EXIT_CODE = "exit code"  # the target's process exited without a result (detail: code)
+    EXCEPTION = "exception"  # the target (or adapter) raised (detail: the exception type)
+
+
+@dataclass(frozen=True)
+class FailureKind:
+    """How a case failed, as data: :class:`Failure` and its detail (``SIGSEGV``, ``3``,
+    ``ValueError``). Printed as ``wrong results``, ``timeout``, ``signal SIGSEGV``,
+    ``exit code 3``, or the exception type alone."""
+
+    what: Failure
+    detail: str = ""
+
+    def __str__(self) -> str:
+        if self.what is Failure.EXCEPTION:
+            return self.detail or str(self.what)
+        return f"{self.what} {self.detail}".strip()
+
+    def to_dict(self) -> dict[str, str]:
+        return {"what": self.what.value, "detail": self.detail}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> FailureKind:
+        """The kind a record holds; ValueError for an unknown one (never guessed)."""
+        unknown = set(data) - {"what", "detail"}
+        if unknown:
+            raise ValueError(f"failure kind: unknown keys {sorted(unknown)}")
+        return cls(Failure(data["what"]), str(data.get("detail") or ""))
+
+
 @dataclass
 class Outcome:
     case: str
@@ -79,9 +117,25 @@ class Outcome:
     traits: dict[str, Any] | None = None  # what expectations select by (selectors.Traits)
     #: Each per-case check's facts, by check name (core/judging/checks; None: not run).
     checks: dict[str, Any] | None = None
+    #: How a failed or errored case failed, set where the runner classified it; None for
+    #: a case that did not fail, and in records written before kinds were recorded.
+    kind: FailureKind | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["status"] = self.status.value
         data["phase"] = self.phase.value
+        data["kind"] = self.kind.to_dict() if self.kind is not None else None
         return data
+
+    @classmethod
+    def from_dict(cls, record: Mapping[str, Any]) -> Outcome:
+        """The outcome a result record holds (the record's other keys, such as the
+        plugin's ``nodeid``, are not the outcome's and are left). ValueError for a status,
+        phase or kind this version does not know."""
+        known = {f.name for f in fields(cls)}
+        data = {k: v for k, v in record.items() if k in known}
+        data["status"], data["phase"] = Status(data["status"]), Phase(data["phase"])
+        if data.get("kind") is not None:
+            data["kind"] = FailureKind.from_dict(data["kind"])
+        return cls(**data)

@@ -278,6 +278,24 @@ def regenerate(base: Case, name: str, base_seed: int) -> Case:
     return _case(plain, draw, entry["samples"][draw.index])
 
 
+def rebuild(case_id: str, known: Sequence[Case], base_seed: int) -> Case | None:
+    """The explored case ``case_id`` names, regenerated from its base among ``known``
+    (the base's random-input case, unplaced: a placed target's suite holds placed ones)
+    and the base seed; None for an id that is not an explored one or whose base is not
+    known. ValueError as :func:`regenerate`."""
+    if not strategy_of(case_id):
+        return None
+    base_id, _, name = case_id.partition(f"-{PREFIX}-")
+    by_id = {c.key: replace(c, placement=None) for c in known}
+    known = list(by_id.values())
+    base = by_id.get(f"{base_id}-none") or next(
+        (c for c in known if c.id.startswith(f"{base_id}-") and c.values == "random"
+         and c.placement is None and c.id.count("-") == base_id.count("-") + 1),
+        None,
+    )
+    return None if base is None else regenerate(base, f"{PREFIX}-{name}", base_seed)
+
+
 def column(status: str, message: str, pytest_column: str | None = None) -> str:
     """The tally column of one explored case's outcome."""
     if status == "not-supported" and message.startswith(REFUSED):

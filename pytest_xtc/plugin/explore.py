@@ -16,6 +16,7 @@ from pytest_xtc.core.cases.case import Case
 from pytest_xtc.core.execution.settings import Settings
 from pytest_xtc.exploration import explore, shrink
 from pytest_xtc.plugin import options, state
+from pytest_xtc.report.replay import option_flags
 
 SHRUNK_KEY = "xtc_shrunk"
 
@@ -94,7 +95,7 @@ class ExploreHooks:
             return
         session = state.get(self.config)
         chosen = session.adapter_options if session is not None else {}
-        extra = [f"--xtc-{k}={v}" for k, v in chosen.items() if v is not None]
+        extra = option_flags(chosen)
         budget = shrink.Budget(seconds=self.config.getoption("xtc_shrink_budget"))
         try:
             result = shrink.shrink(adapter, case, outcome, shrink_dir(self.config),

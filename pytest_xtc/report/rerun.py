@@ -3,9 +3,9 @@
 A result rebuilt consistently (a failure turned into a pass, every figure recomputed, the
 checksums rewritten) verifies statically; it does not survive a rerun of that case.
 ``xtc-conformance verify --rerun N BUNDLE [--seed S]`` picks N of the bundle's results at
-random (seeded, the seed printed, so that anyone can repeat the draw), loads each one's
-target here through the registry with the bundle's adapter options, runs the case with
-the run's base seed, and compares:
+random (seeded, the seed printed, so that anyone can repeat the draw), replays each one
+here (:mod:`pytest_xtc.report.replay`: its target from the registry with the bundle's
+adapter options, its case with the run's base seed), and compares:
 
 - the status (passed, failed, not-supported...), always;
 - the input seed the case derived, when the bundle recorded one;
@@ -16,25 +16,20 @@ the run's base seed, and compares:
   error bound, and the status alone is compared.
 
 Every difference is one line; a case that cannot be rerun here (target not installed or
-unavailable, a case of a user case file) is one too.
+unavailable, a case neither the suite nor the run's case files hold) is one too.
 """
 
 from __future__ import annotations
 
 import platform
 import random
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_xtc.core.adapter import ONCE, TargetAdapter
-from pytest_xtc.core.cases.case import Case
-from pytest_xtc.core.execution import registry
-from pytest_xtc.core.execution.runner import Settings, run_case
 from pytest_xtc.report.environment import cpu_model
-from pytest_xtc.report.suitecheck import capabilities_of, suite_cases
+from pytest_xtc.report.replay import Replay, ReplayError
 
 
 @dataclass
@@ -60,36 +55,6 @@ def _same_machine(report: Mapping[str, Any], entry: Mapping[str, Any]) -> bool:
     )
 
 
-class _Targets:
-    """Adapters and cases of the bundle's targets, loaded once each."""
-
-    def __init__(self, report: Mapping[str, Any]) -> None:
-        self.report = report
-        self.adapters: dict[str, TargetAdapter | str] = {}
-        self.cases: dict[str, dict[str, Case]] = {}
-
-    def settings(self, target: str) -> Mapping[str, Any]:
-        entry = self.report["targets"][target]
-        return self.report["runs"][entry["runs"][0]].get("settings") or {}
-
-    def adapter(self, target: str) -> TargetAdapter | str:
-        """The adapter, or why there is none."""
-        if target not in self.adapters:
-            options = dict(self.settings(target).get("adapter_options") or {})
-            try:
-                self.adapters[target] = registry.resolve(target, options)[0]
-            except registry.SelectionError as exc:
-                self.adapters[target] = f"cannot rerun here: {exc}"
-        return self.adapters[target]
-
-    def case(self, target: str, case_id: str) -> Case | None:
-        if target not in self.cases:
-            caps = capabilities_of(self.report["targets"][target])
-            placements = caps.placements if caps is not None else ()
-            self.cases[target] = {c.id: c for c in suite_cases(placements)}
-        return self.cases[target].get(case_id)
-
-
 def audit(
     report: Mapping[str, Any],
     records: Sequence[Mapping[str, Any]],
@@ -99,23 +64,16 @@ def audit(
 ) -> Audit:
     """Rerun ``count`` randomly chosen results of a verified bundle (module docstring)."""
     found = Audit(seed)
-    targets = _Targets(report)
+    replay = Replay(report)
     for record in choose(records, count, seed):
         target, case_id = str(record["target"]), str(record["case"])
         found.chosen.append((target, case_id))
         name = f"{target}-{case_id}"
-        adapter = targets.adapter(target)
-        if isinstance(adapter, str):
-            found.mismatches.append(f"{name}: {adapter}")
+        try:
+            outcome = replay.rerun(record, workdir)
+        except ReplayError as exc:
+            found.mismatches.append(f"{name}: {exc}")
             continue
-        case = targets.case(target, case_id)
-        if case is None:
-            found.mismatches.append(f"{name}: cannot rerun here: not a case of this suite")
-            continue
-        settings = Settings(base_seed=int(targets.settings(target).get("seed") or 0),
-                            timing=ONCE, perf=False)
-        folder = workdir / re.sub(r"[^A-Za-z0-9_.-]", "_", name)
-        outcome = run_case(adapter, case, folder, settings)
         status = outcome.status.value
         if status != record["status"]:
             why = f" [{outcome.phase}]: {outcome.message[:300]}" if outcome.message else ""
@@ -127,12 +85,12 @@ def audit(
                 and int(record["seed"]) != outcome.seed:
             found.mismatches.append(
                 f"{name}: the bundle's input seed {record['seed']} is not the case's "
-                f"({outcome.seed} from base seed {settings.base_seed})"
+                f"({outcome.seed} from base seed {replay.run_of(target).seed})"
             )
         mine = getattr(outcome, "output_digest", None)
         theirs = record.get("output_digest")
         entry = report["targets"][target]
-        if (mine and theirs and getattr(adapter, "deterministic", True)
+        if (mine and theirs and getattr(replay.adapter(target), "deterministic", True)
                 and _same_machine(report, entry)):
             found.digests_compared += 1
             if mine != theirs:

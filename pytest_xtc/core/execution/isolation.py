@@ -54,6 +54,7 @@ from pytest_xtc.core.execution.serving import (
     send_frame,
 )
 from pytest_xtc.core.limits import check_limit
+from pytest_xtc.core.outcome import Failure, FailureKind
 
 __all__ = [
     "TRANSFER",
@@ -76,13 +77,15 @@ class ChildFailure(Exception):
     """The child crashed, exited or timed out. ``phase`` is where it was; ``cause`` says
     what happened in a few words (``timed out after 3 s``, ``killed by signal SIGSEGV``)."""
 
-    def __init__(self, phase: str, message: str, cause: str = "") -> None:
+    def __init__(self, phase: str, message: str, cause: str = "",
+                 kind: FailureKind | None = None) -> None:
         super().__init__(message)
         self.phase = phase
         self.cause = cause or message
+        self.kind = kind  # the timeout, signal or exit code, as data
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (ChildFailure, (self.phase, str(self), self.cause))
+        return (ChildFailure, (self.phase, str(self), self.cause, self.kind))
 
 
 def available() -> bool:
@@ -259,9 +262,10 @@ class Worker:
         limit = f"{seconds:g} s"
         tail = self._tail()
         text = f"timed out: {phase} exceeded its {limit} limit{tail}"
-        return ChildFailure(phase, text, f"timed out after {limit}{tail}")
+        return ChildFailure(phase, text, f"timed out after {limit}{tail}",
+                            FailureKind(Failure.TIMEOUT))
 
-    def _death(self, phase: str) -> tuple[str, str]:
+    def _death(self, phase: str) -> tuple[str, str, FailureKind]:
         """The child died: kill what is left of its group, reap it, say how it died."""
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, signal.SIGKILL)
@@ -271,10 +275,12 @@ class Worker:
             number = os.WTERMSIG(status)
             name = signal.Signals(number).name
             cause = f"killed by signal {name} ({signal.strsignal(number)})"
+            kind = FailureKind(Failure.SIGNAL, name)
         else:
             cause = f"exited with code {os.WEXITSTATUS(status)} and no result"
+            kind = FailureKind(Failure.EXIT_CODE, str(os.WEXITSTATUS(status)))
         tail = self._tail()
-        return f"crashed during {phase}: {cause}{tail}", cause + tail
+        return f"crashed during {phase}: {cause}{tail}", cause + tail, kind
 
     def _tail(self) -> str:
         if self.log is None:

@@ -32,7 +32,7 @@ from pytest_xtc.core.execution.work import (
 )
 from pytest_xtc.core.judging import checks
 from pytest_xtc.core.limits import check_limit
-from pytest_xtc.core.outcome import Outcome, Phase, Status
+from pytest_xtc.core.outcome import Failure, FailureKind, Outcome, Phase, Status
 
 __all__ = ["Settings", "device_lock", "run_case"]
 
@@ -75,6 +75,7 @@ def run_case(
             Status.FAILED,
             Phase.CAPABILITIES,
             f"capabilities() raised {describe_failure(exc)}",
+            _raised(exc),
         )
     if missing:
         return _end(outcome, Status.NOT_SUPPORTED, Phase.CAPABILITIES, f"{adapter.name}: {missing}")
@@ -89,7 +90,8 @@ def run_case(
     try:
         limits = _limits(adapter, settings)
     except Exception as exc:
-        return _end(outcome, Status.FAILED, Phase.COMPILE, f"time limits: {describe_failure(exc)}")
+        return _end(outcome, Status.FAILED, Phase.COMPILE, f"time limits: {describe_failure(exc)}",
+                    _raised(exc))
 
     execute = probe.tier is Tier.EXECUTE
     executor = executor_for(adapter, settings)
@@ -109,7 +111,7 @@ def run_case(
     except isolation.ChildFailure as exc:
         phase = exc.phase if exc.phase in {p.value for p in Phase} else Phase.COMPILE.value
         status = Status.ERROR if phase in (Phase.COMPILE, Phase.WAIT_DEVICE) else Status.FAILED
-        return _end(outcome, status, phase, str(exc))
+        return _end(outcome, status, phase, str(exc), exc.kind or _raised(exc))
     outcome = _judge(outcome, adapter, case, input_sets if execute else [], done, settings,
                      workdir)
     if done.notes:
@@ -132,7 +134,7 @@ def _judge(
         status = Status.ERROR if done.infrastructure else Status.FAILED
         if done.phase == Phase.SCHEDULE:
             status = Status.INVALID
-        return _end(outcome, status, done.phase, done.failure)
+        return _end(outcome, status, done.phase, done.failure, done.kind)
     if not input_sets:  # compiled only
         return _end(outcome, Status.PASSED, done.phase, "")
     inputs = input_sets[0]
@@ -187,6 +189,7 @@ def _check(
             Status.FAILED,
             Phase.CHECK,
             f"wrong results (seed {outcome.seed}): " + "; ".join(seen.problems),
+            FailureKind(Failure.WRONG_RESULTS),
         )
     return _end(outcome, Status.PASSED, Phase.CHECK, "")
 
@@ -208,6 +211,12 @@ def output_digest(names: list[str], outputs: list[np.ndarray]) -> str:
     return digest.hexdigest()
 
 
-def _end(outcome: Outcome, status: Status, phase: str, message: str) -> Outcome:
+def _end(outcome: Outcome, status: Status, phase: str, message: str,
+         kind: FailureKind | None = None) -> Outcome:
     outcome.status, outcome.phase, outcome.message = status, Phase(phase), message
+    outcome.kind = kind
     return outcome
+
+
+def _raised(exc: BaseException) -> FailureKind:
+    return FailureKind(Failure.EXCEPTION, type(exc).__name__)

@@ -34,7 +34,7 @@ from pytest_xtc.core.cases.schedule_rules import INVALID_CASE, InvalidSchedule
 from pytest_xtc.core.execution import guard, placement, transfer
 from pytest_xtc.core.execution.serving import TRANSFER
 from pytest_xtc.core.execution.settings import Settings
-from pytest_xtc.core.outcome import Phase
+from pytest_xtc.core.outcome import Failure, FailureKind, Phase
 
 LOCK_DIR_ENV = "XTC_LOCK_DIR"
 Allocate = Callable[[Any, Any], np.ndarray]  # (shape, dtype) -> an uninitialised array
@@ -57,6 +57,7 @@ class Work:
 
     phase: Phase = Phase.COMPILE
     failure: str = ""
+    kind: FailureKind | None = None  # the failure's kind: the exception's type
     infrastructure: bool = False
     compile_s: float = 0.0
     run_s: float = 0.0
@@ -238,9 +239,11 @@ def target_work(
         done.phase, done.failure = Phase.SCHEDULE, f"{INVALID_CASE}: {exc}"
     except Exception as exc:
         done.phase, done.failure = phase, f"{phase} failed: {describe_failure(exc)}"
+        done.kind = FailureKind(Failure.EXCEPTION, type(exc).__name__)
         done.infrastructure = is_infrastructure(exc, phase)
     except BaseException as exc:
         if isinstance(exc, KeyboardInterrupt) and not in_worker:
             raise
         done.phase, done.failure = phase, f"{phase} raised {describe_failure(exc)}"
+        done.kind = FailureKind(Failure.EXCEPTION, type(exc).__name__)
     return done
