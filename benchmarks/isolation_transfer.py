@@ -33,13 +33,13 @@ def largest_admitted_n() -> int:
     return (BUDGET // BYTES_PER_ELEMENT - M * K) // (K + M)
 
 
-SIZES = {  # case name: N (weight K x N float32)
+SIZES = {  # case name (the session runs them in this order): N (weight K x N float32)
     "a-warmup": 16,
-    "w4mb": 4 * 2**20 // (4 * K),
-    "w64mb": 64 * 2**20 // (4 * K),
-    "w256mb": 256 * 2**20 // (4 * K),
-    "budget-max": largest_admitted_n(),
-    "llama7b-decode": 11008,
+    "b-w4mb": 4 * 2**20 // (4 * K),
+    "c-w64mb": 64 * 2**20 // (4 * K),
+    "d-llama7b-decode": 11008,
+    "e-budget-max": largest_admitted_n(),
+    "f-w256mb": 256 * 2**20 // (4 * K),
 }
 
 CASE = """name: {name}

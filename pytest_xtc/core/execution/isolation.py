@@ -44,6 +44,7 @@ from typing import Any, BinaryIO, TypeVar
 from pytest_xtc.core.execution import transfer
 from pytest_xtc.core.execution.containment import kill_tree
 from pytest_xtc.core.execution.serving import (
+    ACK,
     TRANSFER,
     Fds,
     Handler,
@@ -148,6 +149,8 @@ class Worker:
             except OSError:  # the child died between requests
                 raise ChildFailure(first_phase, *self._death(first_phase)) from None
             message = self._watch(ident, limits, on_phase, packed)
+            with contextlib.suppress(OSError):
+                send_frame(self.requests, ACK)  # the child may free what it sent, now
         except BaseException as exc:
             self._replace(exc)  # a reply still pending must never reach the next call
             raise

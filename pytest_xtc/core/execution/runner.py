@@ -79,14 +79,9 @@ def run_case(
         )
     if missing:
         return _end(outcome, Status.NOT_SUPPORTED, Phase.CAPABILITIES, f"{adapter.name}: {missing}")
-    needed = case_bytes(case)
-    if needed > settings.max_case_bytes:
-        message = (
-            f"{case.id} needs about {needed / 2**20:,.0f} MiB for its operands and reference, "
-            f"over the budget of {settings.max_case_bytes / 2**20:,.0f} MiB "
-            "(--xtc-max-case-bytes)"
-        )
-        return _end(outcome, Status.SKIPPED, Phase.CAPABILITIES, message)
+    over = _over_budget(case, settings)
+    if over:
+        return _end(outcome, Status.SKIPPED, Phase.CAPABILITIES, over)
     try:
         limits = _limits(adapter, settings)
     except Exception as exc:
@@ -117,6 +112,18 @@ def run_case(
     if done.notes:
         outcome.message = "; ".join(filter(None, [outcome.message, *done.notes]))
     return outcome
+
+
+def _over_budget(case: Case, settings: Settings) -> str:
+    """Why the case's operands are over the memory budget, or ""."""
+    needed = case_bytes(case)
+    if needed <= settings.max_case_bytes:
+        return ""
+    return (
+        f"{case.id} needs about {needed / 2**20:,.0f} MiB for its operands and reference, "
+        f"over the budget of {settings.max_case_bytes / 2**20:,.0f} MiB "
+        "(--xtc-max-case-bytes)"
+    )
 
 
 def _judge(

@@ -19,6 +19,7 @@ from pytest_xtc.core.execution import containment, hygiene, transfer
 Report = Callable[[str], None]
 Handler = Callable[[Any, Report], Any]
 TRANSFER = "transfer"  # the phase of moving a request in or a result out (untimed work)
+ACK = b""  # the parent's frame saying it has mapped the last result
 
 
 class HandlerError(RuntimeError):
@@ -80,6 +81,9 @@ def _serve(handler: Handler, requests: int, replies: int, keeper: int) -> None:
     while (frame := receive_frame(requests)) is not None:
         if sent is not None:
             sent.close()  # the parent has read the last result: free what it held
+            sent = None
+        if frame == ACK:  # (while the parent checks the result, on another core)
+            continue
         ident, first_phase, request = transfer.unpack(frame)
 
         def report(phase: str, ident: int = ident) -> None:
@@ -92,6 +96,7 @@ def _serve(handler: Handler, requests: int, replies: int, keeper: int) -> None:
             if not isinstance(exc, Exception):
                 exc = HandlerError(f"{type(exc).__name__}: {exc}")
             reply = Message("error", exc, ident)
+        del request  # its operands are freed now, not at the next request
         if os.getpid() != me:  # a process the handler forked came back here: end it
             os._exit(0)
         report(TRANSFER)
@@ -103,6 +108,7 @@ def _serve(handler: Handler, requests: int, replies: int, keeper: int) -> None:
             error = HandlerError(f"{type(reply.value).__name__}: {reply.value}")
             reply.kind, reply.value = "error", error
             sent = transfer.pack(reply)
+        del reply  # ``sent`` keeps its arrays until the parent has them
         send_frame(replies, sent.frame)
 
 

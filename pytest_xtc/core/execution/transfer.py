@@ -10,9 +10,9 @@ what it received never reaches the sender) and rebuilds the arrays as views of i
 keeps its own descriptor, so it can pass the arrays on without a copy either.
 
 Lifetimes: a file lives while an array maps it or a process holds its descriptor; the
-sender keeps what it sent alive until the receiver has mapped it (the worker's next phase
-report, or its next request). Whatever dies, the kernel frees the memory with the last
-mapping: no leak is possible.
+sender keeps what it sent alive until the receiver has mapped it (the worker's first
+phase report; the parent's acknowledgement of a result). Whatever dies, the kernel frees
+the memory with the last mapping: no leak is possible.
 """
 
 from __future__ import annotations
