@@ -158,7 +158,7 @@ def test_ctrl_c_stops_the_session_with_status_2_and_an_interrupted_bundle(
 
 
 def test_a_second_writer_of_one_report_directory_is_refused(pytester) -> None:
-    from pytest_xtc.plugin.reporting import writer_lock
+    from pytest_xtc.plugin.bundle_guard import writer_lock
 
     lock = writer_lock(pytester.path / "bundle")
     try:

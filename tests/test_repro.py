@@ -222,7 +222,7 @@ def test_a_session_without_xtc_imports_only_the_option_declarations(pytester) ->
     with_xtc = _modules(pytester.path)
     without = _modules(pytester.path, "-p", "no:xtc")
     added = with_xtc - without
-    assert added <= {"pytest_xtc", "pytest_xtc.plugin", "pytest_xtc.plugin.options"}, added
+    assert added <= {"pytest_xtc", "pytest_xtc.plugin", "pytest_xtc.plugin.declarations"}, added
     assert not {m for m in with_xtc if m.split(".")[0] in ("numpy", "yaml", "xtc")}
     assert not (pytester.path / ".benchmarks").exists()
     # A session that uses XTC loads the adapters and declares their options.
@@ -296,7 +296,7 @@ def test_option_defaults_agree_with_the_core() -> None:
     from pytest_xtc.core.execution.perf import DEFAULT_TIMING
     from pytest_xtc.core.execution.remote import HostLimits
     from pytest_xtc.exploration import shrink
-    from pytest_xtc.plugin import options
+    from pytest_xtc.plugin import declarations, options
 
     assert options.DEFAULT_SELECTION == registry.DEFAULT_SELECTION
     assert DEFAULT_TIMING.repeat == options.DEFAULT_REPEAT
@@ -323,7 +323,7 @@ def test_option_defaults_agree_with_the_core() -> None:
             pass
 
     parser = Parser()
-    options.add(parser)  # type: ignore[arg-type]
+    declarations.add(parser)  # type: ignore[arg-type]
     assert set(parser.group.names) == set(registry.RESERVED_OPTIONS), (
         "core/execution/registry.py RESERVED_OPTIONS must list every built-in --xtc- option"
     )

@@ -2,7 +2,7 @@
 uses XTC, the modules that collect, run, report and summarize the suite.
 
 Installed, this plugin is loaded by every pytest session of every project, so a session
-that does not use XTC imports nothing but this module and :mod:`.options` (standard library
+that does not use XTC imports nothing but this module and :mod:`.declarations` (standard library
 only) and loads no adapter. A session uses XTC when it names targets (option, env var
 ``XTC_TEST_TARGETS`` or ini ``xtc_targets``), passes any ``--xtc-`` option, or collects
 the suite module itself (``pytest .../pytest_xtc/conformance`` in a checkout).
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_xtc.plugin import options
+from pytest_xtc.plugin import declarations
 
 #: The suite's test module, found without importing the suite.
 SUITE_MODULE = Path(__file__).resolve().parent.parent / "conformance" / "test_conformance.py"
@@ -28,7 +28,7 @@ _WANTED = pytest.StashKey[bool]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    options.add(parser)
+    declarations.add(parser)
 
 
 def pytest_load_initial_conftests(
@@ -37,13 +37,13 @@ def pytest_load_initial_conftests(
     """Decide, from the raw arguments, whether this session uses XTC; only then load the
     adapters and declare their own options (``--xtc-nvgpu-arch``...)."""
     try:
-        ini = early_config.getini(options.INI_TARGETS)
+        ini = early_config.getini(declarations.INI_TARGETS)
     except ValueError:
         ini = None
-    wanted = options.wants_xtc(args, ini)
+    wanted = declarations.wants_xtc(args, ini)
     early_config.stash[_WANTED] = wanted
     if wanted:
-        options.add_adapter_options(parser)
+        declarations.add_adapter_options(parser)
 
 
 def _collects_suite(config: pytest.Config) -> bool:
@@ -70,6 +70,7 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
     import shutil
 
     from pytest_xtc.core.execution import registry
+    from pytest_xtc.plugin import options
     from pytest_xtc.report.text import format_targets
 
     width = min(shutil.get_terminal_size().columns, 120)

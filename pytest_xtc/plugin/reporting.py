@@ -7,14 +7,10 @@ format, verdicts and checks live in the pytest-free :mod:`pytest_xtc.report.bund
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import shlex
-import signal
 import sys
-import threading
 import time
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -25,6 +21,7 @@ from pytest_xtc import SUITE_VERSION
 from pytest_xtc.core.execution import registry
 from pytest_xtc.core.execution.suite import cases_for
 from pytest_xtc.plugin import options, state
+from pytest_xtc.plugin.bundle_guard import interrupts_deferred, writer_lock
 from pytest_xtc.report import bundle, caseset
 from pytest_xtc.report.environment import adapter_distribution, suite_source, system_info
 from pytest_xtc.report.model import (
@@ -62,38 +59,6 @@ def configure(config: pytest.Config) -> None:
     lock = writer_lock(path)
     config.add_cleanup(lock.release)
     config.pluginmanager.register(Reporter(config, path, waivers), "xtc-report")
-
-
-def writer_lock(path: Path) -> Any:
-    """The bundle directory's writer lock (``filelock``, beside the directory, so the
-    bundle holds only its own files), taken now; a second writer is a usage error."""
-    from filelock import FileLock, Timeout
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(str(path.with_name(f".{path.name}.xtc-lock")))
-    try:
-        lock.acquire(timeout=0)
-    except Timeout:
-        raise pytest.UsageError(
-            f"--xtc-report={path}: another run is writing this bundle now; wait for it to "
-            "end or choose another directory"
-        ) from None
-    return lock
-
-
-@contextlib.contextmanager
-def interrupts_deferred() -> Iterator[list[int]]:
-    """Hold Ctrl-C (SIGINT) off while the bundle's last files are written, so that it is
-    whole; the signals received are listed for the caller."""
-    received: list[int] = []
-    if threading.current_thread() is not threading.main_thread():
-        yield received
-        return
-    previous = signal.signal(signal.SIGINT, lambda number, frame: received.append(number))
-    try:
-        yield received
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 def _param_id(nodeid: str) -> str:

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from pytest_xtc.core.adapter import ONCE, InfrastructureError, TargetAdapter
+from pytest_xtc.core.adapter import ONCE, InfrastructureError, RunResult, TargetAdapter
 from pytest_xtc.core.cases import graphs, values
 from pytest_xtc.core.cases.case import Case
 from pytest_xtc.core.cases.schedule_rules import INVALID_CASE, InvalidSchedule
@@ -196,8 +196,7 @@ def target_work(
     Whatever the adapter raises fails the case with its cause named, ``SystemExit`` and
     ``KeyboardInterrupt`` included (in process, a KeyboardInterrupt is the user's: it
     propagates)."""
-    case, workdir, inputs, outputs = request.case, request.workdir, request.inputs, request.outputs
-    execute, settings = request.execute, request.settings
+    case, workdir, execute = request.case, request.workdir, request.execute
     empty: Allocate = transfer.shared_empty if in_worker else np.empty
     done = Work()
     phase = Phase.COMPILE
@@ -221,20 +220,8 @@ def target_work(
             done.guarded = guarded = adapter.guarded_buffers()
             call = partial(call_kernel, adapter, artifact, case, guarded=guarded, empty=empty,
                            report=report)
-            start = time.perf_counter()
-            first, _ = call(inputs, outputs, ONCE)
-            done.run_s = time.perf_counter() - start
-            done.calls = [first]
-            for more in request.more:
-                done.calls.append(call(more, outputs, ONCE)[0])
-            # Last, the timed call, on the first call's inputs: its outputs are those of
-            # the last timed kernel call, checked like the others (once without timing).
-            timed, result = call(inputs, outputs, settings.timing)
-            timed.timed = True
-            done.calls.append(timed)
-            if settings.repeat_check:  # the timed call reran the first call's inputs
-                done.second = timed.outputs
-        done.phase, done.times = Phase.CHECK, result.times
+            done.times = _call_all(call, request, done)
+        done.phase = Phase.CHECK
     except InvalidSchedule as exc:  # the case's own error, found before XTC compiles
         done.phase, done.failure = Phase.SCHEDULE, f"{INVALID_CASE}: {exc}"
     except Exception as exc:
@@ -247,3 +234,23 @@ def target_work(
         done.phase, done.failure = phase, f"{phase} raised {describe_failure(exc)}"
         done.kind = FailureKind(Failure.EXCEPTION, type(exc).__name__)
     return done
+
+
+def _call_all(call: Callable[..., tuple[Call, RunResult]], request: WorkRequest,
+              done: Work) -> list[float]:
+    """Every kernel call of a case, into ``done.calls``: one untimed call per input set,
+    then the timed one on the first set, whose outputs (those of the last timed kernel
+    call) are checked like the others. Returns the timed call's times."""
+    inputs, outputs, settings = request.inputs, request.outputs, request.settings
+    start = time.perf_counter()
+    first, _ = call(inputs, outputs, ONCE)
+    done.run_s = time.perf_counter() - start
+    done.calls = [first]
+    for more in request.more:
+        done.calls.append(call(more, outputs, ONCE)[0])
+    timed, result = call(inputs, outputs, settings.timing)
+    timed.timed = True
+    done.calls.append(timed)
+    if settings.repeat_check:  # the timed call reran the first call's inputs
+        done.second = timed.outputs
+    return result.times

@@ -1,0 +1,45 @@
+"""What keeps a bundle whole while it is written: one writer per directory (a lock beside
+it) and Ctrl-C held off while the last files are written."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+
+def writer_lock(path: Path) -> Any:
+    """The bundle directory's writer lock (``filelock``, beside the directory, so the
+    bundle holds only its own files), taken now; a second writer is a usage error."""
+    from filelock import FileLock, Timeout
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(path.with_name(f".{path.name}.xtc-lock")))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        raise pytest.UsageError(
+            f"--xtc-report={path}: another run is writing this bundle now; wait for it to "
+            "end or choose another directory"
+        ) from None
+    return lock
+
+
+@contextlib.contextmanager
+def interrupts_deferred() -> Iterator[list[int]]:
+    """Hold Ctrl-C (SIGINT) off while the bundle's last files are written, so that it is
+    whole; the signals received are listed for the caller."""
+    received: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+    previous = signal.signal(signal.SIGINT, lambda number, frame: received.append(number))
+    try:
+        yield received
+    finally:
+        signal.signal(signal.SIGINT, previous)
