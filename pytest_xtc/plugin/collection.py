@@ -147,12 +147,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     session = state.get(metafunc.config)
     if session is None:
         return
-    cases = session.cases()
-    cases += explore.explored_cases(metafunc.config, cases)
+    explored = explore.explored_cases(metafunc.config, session.cases())
     chosen = [
         (adapter, case)
         for adapter in session.adapters
-        for case in cases_for(adapter, cases)
+        for case in [*session.planned(adapter), *cases_for(adapter, explored)]
         if session.selected(adapter.name, case.id)
     ]
     if session.case_ids:

@@ -109,15 +109,12 @@ class ExploreHooks:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when != "call":
             return
-        for key, value in report.user_properties:
-            if key == state.OUTCOME_KEY and isinstance(value, dict):
-                shown = "expected failure" if hasattr(report, "wasxfail") else None
-                if shown is None and value["status"] in ("passed", "failed"):
-                    shown = report.outcome
-                self.rows.append((value["case"], value["status"], value["message"],
-                                  shown or value["status"]))
-            elif key == SHRUNK_KEY and isinstance(value, dict):
-                self.shrunk.append(value)
+        outcome = state.reported_outcome(report)
+        if outcome is not None:
+            self.rows.append((outcome["case"], outcome["status"], outcome["message"],
+                              state.shown_status(report, outcome["status"])))
+        self.shrunk += [v for k, v in report.user_properties
+                        if k == SHRUNK_KEY and isinstance(v, dict)]
 
     def tally(self) -> dict[str, Any]:
         """Per strategy, the explored outcomes (and the strategies that did not apply)."""

@@ -19,7 +19,6 @@ import pytest
 
 from pytest_xtc import SUITE_VERSION
 from pytest_xtc.core.execution import registry
-from pytest_xtc.core.execution.suite import cases_for
 from pytest_xtc.plugin import options, state
 from pytest_xtc.plugin.bundle_guard import interrupts_deferred, writer_lock
 from pytest_xtc.report import bundle, caseset
@@ -99,8 +98,6 @@ class Reporter:
             self.failure = bundle.WriteError(self.path / RESULTS, exc)
 
     def _targets(self) -> dict[str, Target]:
-        from pytest_xtc.conformance import builtin_cases
-
         shard = self.config.getoption("xtc_shard")
         shards = None
         if shard:
@@ -108,7 +105,6 @@ class Reporter:
             shards = Shards(count=count, indices=(index,))
         session = state.get(self.config)
         assert session is not None
-        cases = [*builtin_cases(), *session.user_cases]
         targets = {}
         for adapter in session.adapters:
             probe = adapter.status()
@@ -123,7 +119,7 @@ class Reporter:
             except Exception:  # the cases report the broken adapter
                 capabilities = None
             placements = capabilities["placements"] if capabilities else []
-            mine = cases_for(adapter, cases)
+            mine = session.suite_cases(adapter)
             self.keys.update({f"{adapter.name}-{c.id}": (adapter.name, c.id) for c in mine})
             case_set = caseset.target_case_set([caseset.case_entry(c) for c in mine])
             adapter_record = {**adapter_distribution(registry.parse(adapter.name)[0].base),
@@ -152,10 +148,10 @@ class Reporter:
         if report.when == "setup" and report.passed:
             self.setup_s[report.nodeid] = report.duration  # the case runs in its fixture
             return
-        outcomes = [v for k, v in report.user_properties if k == state.OUTCOME_KEY]
+        outcome = state.reported_outcome(report)
         key = self.keys.get(_param_id(report.nodeid))
-        if report.when == "call" and outcomes:
-            record: dict[str, Any] = dict(outcomes[-1])  # type: ignore[call-overload]
+        if outcome is not None:
+            record: dict[str, Any] = dict(outcome)
         elif key is not None and (report.failed or report.skipped):
             # The case ended without an outcome (a setup error, a timeout...).
             status = "skipped" if report.skipped else "failed"

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -24,6 +25,7 @@ class XtcSession:
     adapter_options: dict[str, str | None] = field(default_factory=dict)
     builtin: bool = True  # the built-in catalog runs (not --xtc-only-cases)
     case_ids: frozenset[str] = frozenset()  # --xtc-case: only these (empty: every case)
+    _case_lists: dict[tuple[str, str], list[Case]] = field(default_factory=dict, repr=False)
 
     def cases(self) -> list[Case]:
         """The case set of this session, before placements and --xtc-case."""
@@ -32,6 +34,31 @@ class XtcSession:
         from pytest_xtc.conformance import builtin_cases
 
         return [*builtin_cases(), *self.user_cases]
+
+    def planned(self, adapter: TargetAdapter) -> list[Case]:
+        """The cases this session plans for a target: its case set (:meth:`cases`) in the
+        placements it declares, before --xtc-case, -k and shards. Decided once per target
+        (collection, the terminal and reports read it here)."""
+        return self._expanded(adapter, "planned", self.cases)
+
+    def suite_cases(self, adapter: TargetAdapter) -> list[Case]:
+        """Every case the suite has for a target (the built-in catalog and the case files,
+        whatever this run selects): what a bundle's completeness is judged against."""
+        def every() -> list[Case]:
+            from pytest_xtc.conformance import builtin_cases
+
+            return [*builtin_cases(), *self.user_cases]
+
+        return self._expanded(adapter, "suite", every)
+
+    def _expanded(self, adapter: TargetAdapter, which: str,
+                  cases: Callable[[], list[Case]]) -> list[Case]:
+        key = (which, adapter.name)
+        if key not in self._case_lists:
+            from pytest_xtc.core.execution.suite import cases_for
+
+            self._case_lists[key] = cases_for(adapter, cases())
+        return self._case_lists[key]
 
     def selected(self, target: str, case_id: str) -> bool:
         """Whether --xtc-case keeps this (target, case)."""
@@ -43,6 +70,28 @@ KEY = pytest.StashKey[XtcSession]()
 #: The user property under which each case's outcome reaches the controller (a dict; it is
 #: taken off the item before its teardown report, so JUnit XML does not print it).
 OUTCOME_KEY = "xtc_outcome"
+
+
+def reported_outcome(report: pytest.TestReport) -> dict[str, Any] | None:
+    """The case's outcome that a call report carries (the one reader of ``OUTCOME_KEY``):
+    None for other phases and for reports of cases that ended without one."""
+    if report.when != "call":
+        return None
+    found = [v for k, v in report.user_properties if k == OUTCOME_KEY and isinstance(v, dict)]
+    return found[-1] if found else None
+
+
+def shown_status(report: pytest.TestReport, status: str) -> str:
+    """How a case's status reads to a person once pytest has judged it: an expected
+    failure, an infrastructure error, or the report's own outcome where an expectation
+    turned it (an unexpected pass of an expected failure)."""
+    if hasattr(report, "wasxfail"):
+        return "expected failure"
+    if status == "error":
+        return "infrastructure error"
+    if status in ("passed", "failed") and report.outcome != status:
+        return report.outcome
+    return status
 
 
 def get(config: pytest.Config) -> XtcSession | None:

@@ -73,19 +73,9 @@ class OutcomeCollector:
         self.updated: list[Path] = []
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if report.when != "call":
-            return
-        for key, found in report.user_properties:
-            if key != state.OUTCOME_KEY:
-                continue
-            value: dict[str, Any] = found  # type: ignore[assignment]
-            column = value["status"]
-            if hasattr(report, "wasxfail"):
-                column = "expected failure"
-            elif column == Status.ERROR.value:
-                column = "infrastructure error"
-            elif column in ("passed", "failed") and report.outcome != column:
-                column = report.outcome  # an unexpected pass of an expected failure
+        value = state.reported_outcome(report)
+        if value is not None:
+            column = state.shown_status(report, value["status"])
             self.results.append(
                 Result(
                     value["target"],
@@ -209,13 +199,10 @@ class OutcomeCollector:
         session = state.get(self.config)
         if session is None or session.case_ids or not session.builtin:
             return set()
-        from pytest_xtc.core.execution.suite import cases_for
-
-        cases = session.cases()
         return {
             adapter.name
             for adapter in session.adapters
-            if {c.id for c in cases_for(adapter, cases)} <= set(ran[adapter.name])
+            if {c.id for c in session.planned(adapter)} <= set(ran[adapter.name])
         }
 
     @pytest.hookimpl(tryfirst=True)
