@@ -18,9 +18,8 @@ import pytest
 from pytest_xtc.core.adapter import TargetAdapter
 from pytest_xtc.core.cases import expectations
 from pytest_xtc.core.cases.case import Case
-from pytest_xtc.core.execution.executors import executor_for
+from pytest_xtc.core.execution.executors import interrupted
 from pytest_xtc.core.execution.runner import run_case
-from pytest_xtc.core.execution.settings import Settings
 from pytest_xtc.core.limits import DEFAULT_MAX_CASE_BYTES
 from pytest_xtc.core.outcome import Outcome, Phase, Status
 from pytest_xtc.plugin import options, state
@@ -43,8 +42,9 @@ class PendingCase:
 
     def run(self) -> Outcome:
         """Compile and run the case; record its outcome for reports and JUnit XML."""
-        config = self.request.config
-        settings = options.settings(config)
+        session = state.get(self.request.config)
+        assert session is not None and session.settings is not None  # set at configure
+        settings = session.settings
         try:
             outcome = run_case(self.adapter, self.case, self.workdir, settings)
         except pytest.fail.Exception as exc:  # a timeout plugin ended the case: no verdict
@@ -55,7 +55,6 @@ class PendingCase:
         return outcome
 
     def _record(self, outcome: Outcome) -> None:
-        config = self.request.config
         self.outcome = outcome
         node = self.request.node
         node.user_properties.append((state.OUTCOME_KEY, outcome.to_dict()))
@@ -64,20 +63,11 @@ class PendingCase:
             if values.get(name) is not None:
                 node.user_properties.append((f"xtc_{name}", visible(values[name])))
         node.user_properties.append(("xtc_rerun", visible(rerun_command(node))))
-        if outcome.perf and outcome.times and benchmark_wanted(config):
+        if outcome.perf and outcome.times and benchmark_wanted(self.request.config):
             try:
                 feed_benchmark(self.request, self.case, outcome)
             except Exception as exc:  # performance never decides conformance
                 node.warn(pytest.PytestWarning(f"pytest-benchmark refused the times: {exc!r}"))
-
-
-def interrupted(adapter: TargetAdapter, case: Case, settings: Settings, why: str) -> Outcome:
-    """The outcome of a case a timeout plugin (pytest-timeout) ended: an infrastructure
-    error in the phase it was in, never a wrong result."""
-    phase = executor_for(adapter, settings).phase
-    where = Phase(phase) if phase in {p.value for p in Phase} else Phase.COMPILE
-    message = f"interrupted during {phase}: {why.strip().splitlines()[0] if why.strip() else ''}"
-    return Outcome(case.id, adapter.name, Status.ERROR, where, message.rstrip(": "))
 
 
 @pytest.fixture

@@ -51,7 +51,9 @@ def configure(config: pytest.Config) -> None:
 
         only_own = config.getoption("xtc_only_cases")
         check_unique(user_cases, () if only_own else (c.id for c in builtin_cases()))
-    except (registry.SelectionError, CaseFileError, expectations.ExpectationFileError) as exc:
+        settings = options.settings(config)
+    except (registry.SelectionError, CaseFileError, expectations.ExpectationFileError,
+            ValueError) as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[state.KEY] = state.XtcSession(
         selection,
@@ -61,6 +63,7 @@ def configure(config: pytest.Config) -> None:
         adapter_options=values,
         builtin=not config.getoption("xtc_only_cases"),
         case_ids=frozenset(options.case_ids(config.getoption("xtc_case"))),
+        settings=settings,
     )
     collection.register_markers(config)
     for module in (collection, outcomes, benchmarking):

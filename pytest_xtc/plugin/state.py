@@ -11,6 +11,7 @@ import pytest
 if TYPE_CHECKING:
     from pytest_xtc.core.adapter import TargetAdapter
     from pytest_xtc.core.cases.case import Case
+    from pytest_xtc.core.execution.settings import Settings
 
 
 @dataclass
@@ -25,6 +26,7 @@ class XtcSession:
     adapter_options: dict[str, str | None] = field(default_factory=dict)
     builtin: bool = True  # the built-in catalog runs (not --xtc-only-cases)
     case_ids: frozenset[str] = frozenset()  # --xtc-case: only these (empty: every case)
+    settings: Settings | None = None  # the runner's, from the command line (set at configure)
     _case_lists: dict[tuple[str, str], list[Case]] = field(default_factory=dict, repr=False)
 
     def cases(self) -> list[Case]:

@@ -18,8 +18,10 @@ from collections.abc import Mapping
 from typing import Protocol
 
 from pytest_xtc.core.adapter import TargetAdapter
+from pytest_xtc.core.cases.case import Case
 from pytest_xtc.core.execution.settings import Settings
 from pytest_xtc.core.execution.work import Work, WorkRequest
+from pytest_xtc.core.outcome import Outcome, Phase, Status
 
 
 class Executor(Protocol):
@@ -54,6 +56,15 @@ def executor_for(adapter: TargetAdapter, settings: Settings) -> Executor:
             executor = inline.InlineExecutor(adapter)
         _chosen[key] = executor
     return _chosen[key]
+
+
+def interrupted(adapter: TargetAdapter, case: Case, settings: Settings, why: str) -> Outcome:
+    """The outcome of a case that something outside the suite ended (pytest-timeout): an
+    infrastructure error in the phase its executor was in, never a wrong result."""
+    phase = executor_for(adapter, settings).phase
+    where = Phase(phase) if phase in {p.value for p in Phase} else Phase.COMPILE
+    message = f"interrupted during {phase}: {why.strip().splitlines()[0] if why.strip() else ''}"
+    return Outcome(case.id, adapter.name, Status.ERROR, where, message.rstrip(": "))
 
 
 @atexit.register
