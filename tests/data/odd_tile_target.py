@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from pytest_xtc.core.adapter import ONCE, Artifact, RunResult, Timing
-from pytest_xtc.core.cases.case import Case
+from pytest_xtc.core.cases import Case
 from pytest_xtc.targets.host import HostTarget
 
 
