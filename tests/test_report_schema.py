@@ -175,3 +175,13 @@ def test_every_reason_code_has_a_text_that_parses_back() -> None:
         assert parse(text).code is code, text
     with pytest.raises(ReasonError, match="unknown reason"):
         parse("looks fine to me")
+
+
+def test_every_field_of_an_outcome_is_a_key_of_its_record() -> None:
+    """A field added to the runner's Outcome reaches results.jsonl: the record's schema
+    knows it (an unknown key would refuse every line the plugin writes)."""
+    from dataclasses import fields
+
+    from pytest_xtc.core.outcome import Outcome
+
+    assert {f.name for f in fields(Outcome)} <= set(CaseRecord.KEYS)

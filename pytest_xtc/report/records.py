@@ -47,6 +47,9 @@ def clean(value: Any) -> Any:
     return str(value)
 
 
+OBJECT = kind(dict)  # a JSON object, read as it is
+
+
 @dataclass(frozen=True, kw_only=True)
 class CaseRecord(Part):
     """One finished case, as a line of results.jsonl: the runner's Outcome
@@ -72,6 +75,8 @@ class CaseRecord(Part):
     calls: int | None = None  # kernel calls checked
     precision: Mapping[str, Any] | None = None  # precision.Terms.to_dict
     traits: Mapping[str, Any] | None = None  # selectors.Traits.to_dict
+    checks: Mapping[str, Any] | None = None  # each per-case check's facts, by check name
+    kind: Mapping[str, Any] | None = None  # how it failed (core.outcome.FailureKind.to_dict)
     nodeid: str | None = None  # pytest's node id
     pytest_outcome: str | None = None  # passed, failed, skipped, xfailed, error
     duration: float | str | None = None  # pytest's seconds, setup and call
@@ -81,10 +86,11 @@ class CaseRecord(Part):
         "message": optional(STR), "tier": optional(STR), "seed": optional(INT),
         "worst_ratio": optional(NUMBER), "compile_s": optional(NUMBER),
         "run_s": optional(NUMBER), "times": optional(list_of(NUMBER)),
-        "output_digest": optional(STR), "perf": optional(kind(dict)),
+        "output_digest": optional(STR), "perf": optional(OBJECT),
         "guarded": optional(BOOL), "calls": optional(INT),
-        "precision": optional(kind(dict)), "traits": optional(kind(dict)),
-        "nodeid": optional(STR), "pytest_outcome": optional(STR),
+        "precision": optional(OBJECT), "traits": optional(OBJECT),
+        "checks": optional(OBJECT), "kind": optional(OBJECT), "nodeid": optional(STR),
+        "pytest_outcome": optional(STR),
         "duration": optional(NUMBER),
     }
 
