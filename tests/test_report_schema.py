@@ -65,7 +65,8 @@ def test_a_bundle_written_before_the_typed_report_verifies_and_reads_back_unchan
     assert again == report and report_json(again) == (OLD / bundle.REPORT).read_text()
     (tmp_path / "again").mkdir()
     bundle.finish(tmp_path / "again", again, records)
-    for name in (RESULTS, bundle.REPORT, summary.NAME):
+    # (summary.md is this version's rendering of the same facts: its format may grow)
+    for name in (RESULTS, bundle.REPORT):
         assert (tmp_path / "again" / name).read_bytes() == (OLD / name).read_bytes(), name
     assert beyond_the_case_set(verify.verify(tmp_path / "again")) == []
 
