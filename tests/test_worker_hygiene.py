@@ -311,9 +311,10 @@ def test_faulty_kernels_leave_every_other_verdict_as_a_clean_run(
             assert record["status"] == clean[case], (case, record, out)
     slow = faulty["relu-float32-5x7-vectorize"]
     assert slow["status"] == "error" and "Timeout" in slow["message"], slow
-    # two daemons: the kernel runs twice, on fresh inputs each time
-    assert "ended 2 processes the case left behind" in faulty["matmul-float32-13x11x7-unroll"][
-        "message"]
+    # a daemon per kernel call (every call the suite makes, the timed one included)
+    daemons = faulty["matmul-float32-13x11x7-unroll"]
+    assert daemons["calls"] >= 2, daemons
+    assert f"ended {daemons['calls']} processes the case left behind" in daemons["message"]
     verify = subprocess.run([sys.executable, "-m", "pytest_xtc.cli", "verify",
                              str(pytester.path / "bundle")], capture_output=True, text=True,
                             timeout=120, check=False)
