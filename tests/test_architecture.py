@@ -210,7 +210,8 @@ def test_the_01_module_paths_still_work_and_warn(old: str) -> None:
         "    print('warned:', w)\n"
         "warnings.simplefilter('ignore')\n"
         f"import pytest_xtc.{old} as shim, pytest_xtc.core.{NEW_HOMES[old]} as new\n"
-        "names = [n for n in vars(new) if not n.startswith('_') and not n[0].islower()]\n"
+        "names = getattr(new, '__all__', None) or [n for n in vars(new)\n"
+        "    if not n.startswith('_') and not n[0].islower()]\n"
         "assert all(getattr(shim, n) is getattr(new, n) for n in names), names\n"
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,

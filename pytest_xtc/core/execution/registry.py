@@ -51,6 +51,7 @@ RESERVED_OPTIONS = frozenset(
         "compile-timeout",
         "run-timeout",
         "repeat-check",
+        "order-check",
         "update-expectations",
         "seed",
         "repeat",
