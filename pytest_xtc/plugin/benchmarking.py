@@ -11,11 +11,13 @@ pytest-benchmark switches itself off; the records still reach --xtc-report.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
 
 from pytest_xtc.core.cases.case import Case
 from pytest_xtc.core.outcome import Outcome
+from pytest_xtc.plugin import state
 
 
 def benchmark_wanted(config: pytest.Config) -> bool:
@@ -62,3 +64,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         names = getattr(item, "fixturenames", None)
         if names is not None and "xtc_outcome" in names and "benchmark" not in names:
             names.append("benchmark")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Measure the device's peak for pytest-benchmark's records too: whether it is wanted
+    is known only once every plugin is configured (after the session's settings were)."""
+    xtc = state.get(session.config)
+    if xtc is not None and xtc.settings is not None and not xtc.settings.peak \
+            and benchmark_wanted(session.config):
+        xtc.settings = replace(xtc.settings, peak=True)
