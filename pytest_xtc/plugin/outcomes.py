@@ -24,6 +24,7 @@ from pytest_xtc.core.limits import DEFAULT_MAX_CASE_BYTES
 from pytest_xtc.core.outcome import Outcome, Phase, Status
 from pytest_xtc.plugin import options, state
 from pytest_xtc.plugin.benchmarking import benchmark_wanted, feed_benchmark
+from pytest_xtc.report.replay import option_flags
 from pytest_xtc.report.text import visible
 
 #: JUnit XML properties of each case (plain strings), besides the outcome itself.
@@ -123,9 +124,7 @@ def rerun_command(item: pytest.Item) -> str:
         elif value is not False and value is not None and value != _DEFAULTS.get(dest):
             parts.append(f"{flag}={value}")
     parts += [f"--xtc-cases={_shown(Path(here, p), here)}" for p in config.getoption("xtc_cases")]
-    parts += [
-        f"--xtc-{k}={v}" for k, v in options.adapter_settings(config).items() if v is not None
-    ]
+    parts += option_flags(options.adapter_settings(config))
     return shlex.join(parts)
 
 

@@ -21,11 +21,11 @@ from pytest_xtc.report.schema import (
     BOOL,
     INT,
     NUMBER,
+    OBJECT,
     STR,
     Keys,
     Part,
     fail,
-    kind,
     list_of,
     map_of,
     optional,
@@ -65,7 +65,6 @@ def reason(value: Any, where: str) -> Reason:
 
 
 STRS = list_of(STR)
-OBJECT = kind(dict)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -17,10 +17,10 @@ from pytest_xtc.report.schema import (
     BOOL,
     INT,
     NUMBER,
+    OBJECT,
     STR,
     Keys,
     Part,
-    kind,
     list_of,
     optional,
 )
@@ -47,7 +47,6 @@ def clean(value: Any) -> Any:
     return str(value)
 
 
-OBJECT = kind(dict)  # a JSON object, read as it is
 
 
 @dataclass(frozen=True, kw_only=True)

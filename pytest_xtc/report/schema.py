@@ -95,6 +95,7 @@ def word(enum_type: type[enum.Enum]) -> Convert:
 
 STR, INT, BOOL = kind(str), kind(int), kind(bool)
 NUMBER = kind(int, float, str)  # a non-finite float is stored as its string
+OBJECT = kind(dict)  # a JSON object, read as it is
 
 
 def part(cls: type[P]) -> Convert:

@@ -229,9 +229,9 @@ class Schedule:
 
     def to_data(self) -> list[Any] | dict[str, Any]:
         """This schedule as case-file data (what :meth:`from_data` reads back)."""
-        steps = [{p: _plain(list(args))} for p, args in self.steps]
+        steps = [{p: plain(list(args))} for p, args in self.steps]
         for other, more in self.others:
-            steps += [{"node": other}, *({p: _plain(list(args))} for p, args in more)]
+            steps += [{"node": other}, *({p: plain(list(args))} for p, args in more)]
         if self.descript is None and not self.backend and self.node is None:
             return steps
         data: dict[str, Any] = {}
@@ -270,10 +270,10 @@ def _backend(name: str, options: Any) -> tuple[tuple[str, Any], ...]:
     return tuple((str(k), v) for k, v in options.items())
 
 
-def _plain(value: Any) -> Any:
-    """Tuples as lists, recursively (YAML-safe)."""
+def plain(value: Any) -> Any:
+    """``value`` with every tuple a list (at any depth), as YAML and JSON write it."""
     if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
+        return [plain(v) for v in value]
     if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
+        return {k: plain(v) for k, v in value.items()}
     return value

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pytest_xtc.core.cases.case import PRIMITIVE_PARAMS, Case, bind_step
+from pytest_xtc.core.cases.schedule import plain
 from pytest_xtc.core.cases.schedule_rules import InvalidSchedule, Loops
 
 Step = tuple[str, tuple[Any, ...]]
@@ -144,21 +145,11 @@ class RecordingScheduler:
             return attr
 
         def record(*args: Any, **kwargs: Any) -> Any:
-            self.calls.append((name, bind_step(name, _plain(args), _plain(kwargs))))
+            self.calls.append((name, bind_step(name, plain(args), plain(kwargs))))
             return attr(*args, **kwargs)
 
         return record
 
-
-def _plain(value: Any) -> Any:
-    """A copy of a primitive's arguments as YAML-safe data: tuples as lists."""
-    if isinstance(value, tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    return value
 
 
 def main_loops(scheduler: Any) -> Loops:

@@ -15,6 +15,7 @@ import yaml
 from pytest_xtc.core.cases import graphs
 from pytest_xtc.core.cases.case import Case, Schedule, load_case_file
 from pytest_xtc.core.cases.graphs import GraphDict
+from pytest_xtc.core.cases.schedule import plain
 
 SCHEDULE_NAME = "shrunk"
 
@@ -75,13 +76,6 @@ def write_case_file(path: Path, state: State, case: Case, name: str, header: str
     return loaded
 
 
-def plain(value: Any) -> Any:
-    """``value`` with every tuple a list (at any depth), as YAML and JSON write it."""
-    if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
-    if isinstance(value, Mapping):
-        return {k: plain(v) for k, v in value.items()}
-    return value
 
 
 def rerun_command(target: str, file: Path, test_id: str, base_seed: int,
