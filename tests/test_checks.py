@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -12,11 +13,12 @@ from typing import Any
 import numpy as np
 import pytest
 
+from pytest_xtc import ops
 from pytest_xtc.cli import main
-from pytest_xtc.conformance import builtin_cases, coverage_table
+from pytest_xtc.conformance import builtin_cases, coverage, coverage_table
 from pytest_xtc.conformance.coverage import Rule, all_pairs, feasible_pairs, measure
 from pytest_xtc.core.adapter import TargetSpec
-from pytest_xtc.core.execution import order
+from pytest_xtc.core.execution import declcache, order
 from pytest_xtc.core.execution.runner import Settings, run_case
 from pytest_xtc.core.judging import checks
 from pytest_xtc.core.judging.checks import Finding, Seen
@@ -93,6 +95,34 @@ def test_all_pairs_covers_every_allowed_pair_and_keeps_the_rules() -> None:
     assert len(rows) < len(allowed) / 2
 
 
+def test_all_pairs_rows_are_kept_across_sessions_and_a_damaged_entry_is_not_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    values: dict[str, list[Any]] = {"a": [1, 2, 3], "b": [1, 3, 7], "c": ["x", "y"]}
+    rules = [Rule.parse("b >= a", list(values))]
+    fresh = all_pairs(values, rules, seed=1)
+    assert coverage.remembered_rows(values, rules, 1, []) == fresh
+    kept_file = declcache.cache_file(coverage.CACHE_NAME)
+    assert kept_file is not None and kept_file.is_file()
+    calls: list[int] = []
+
+    def search(*args: Any) -> list[dict[str, Any]]:
+        calls.append(1)
+        return fresh
+
+    monkeypatch.setattr(coverage, "all_pairs", search)
+    assert coverage.remembered_rows(values, rules, 1, []) == fresh
+    assert calls == []  # read back, not searched again
+    kept = json.loads(kept_file.read_text())
+    key = next(iter(kept))
+    # the last row kept covers a pair no earlier row does; a value not given; not rows
+    for damaged in (kept[key][:-1], [{**kept[key][0], "a": 7}], "rows"):
+        kept_file.write_text(json.dumps({key: damaged}))
+        assert coverage.remembered_rows(values, rules, 1, []) == fresh
+    assert len(calls) == 3
+
+
 def test_a_rule_it_does_not_understand_is_refused() -> None:
     with pytest.raises(ValueError, match="write NAME OP NAME"):
         Rule.parse("h + 1 >= r", ["h", "r"])
@@ -100,7 +130,9 @@ def test_a_rule_it_does_not_understand_is_refused() -> None:
 
 def test_catalog_covers_every_pair_with_a_resnet_projection(capsys) -> None:
     table = coverage_table()
-    assert set(table) >= {"matmul", "conv2d"} and all(c.complete for c in table.values())
+    assert set(table) == set(ops.modules())  # every op, each pair of its values
+    assert all(c.complete for c in table.values())
+    assert set(table["transpose"].values["axes"]) == set(itertools.permutations(range(3)))
     conv = table["conv2d"].values
     assert set(conv["r"]) == {1, 3, 5, 7} and set(conv["stride"]) == {1, 2, 3}
     assert table["matmul"].values["k"][4099] > 0
@@ -110,3 +142,11 @@ def test_catalog_covers_every_pair_with_a_resnet_projection(capsys) -> None:
     assert main(["coverage"]) == 0
     out = capsys.readouterr().out
     assert "conv2d: 59 cases; pairs covered 791 of 791" in out and "stride    1:" in out
+
+
+def test_a_cover_build_template_naming_no_parameter_is_refused() -> None:
+    spec = {"values": {"i": [1, 2], "j": [3]}, "build": {"shape": [i := "i", "jj"]}}
+    with pytest.raises(ValueError, match="build names 'jj', not a parameter"):
+        coverage.build_arguments(spec, {"i": 1, "j": 3})
+    assert coverage.build_arguments({**spec, "build": {"shape": [i, "j"], "n": 0}},
+                                    {"i": 1, "j": 3}) == {"shape": [1, 3], "n": 0}

@@ -61,7 +61,7 @@ def _covered(family: str, spec: Any, schedules: dict[str, Schedule]) -> list[Cas
     rows, _, _ = coverage.cover_rows(spec["cover"])
     cases = []
     for row in rows:
-        params = {k: v for k, v in row.items() if k not in ("schedule", "dtype")}
+        params = coverage.build_arguments(spec["cover"], row)
         if row["schedule"] not in schedules:
             raise ValueError(f"{family}: cover names schedule {row['schedule']!r}, "
                              f"not among {', '.join(schedules)}")

@@ -11,13 +11,18 @@ catalog gives the same cases on every xdist worker.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
 import random
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, TypeGuard
+
+from pytest_xtc.core.execution import declcache
 
 Row = dict[str, Any]
 Pair = tuple[tuple[str, Any], tuple[str, Any]]
@@ -182,22 +187,98 @@ def measure(family: str, rows: Sequence[Row], values: Mapping[str, Sequence[Any]
                     pairs)
 
 
+def _hashable(value: Any) -> Any:
+    """A value as the generator keeps it: lists (an axes permutation) as tuples."""
+    return tuple(_hashable(x) for x in value) if isinstance(value, list) else value
+
+
+def build_arguments(spec: Mapping[str, Any], row: Row) -> dict[str, Any]:
+    """The family's arguments for ``row``: its parameters but the schedule and dtype, or,
+    when the section has a ``build`` template (``{shape: [i, j]}``), the template with
+    each parameter's name replaced by the row's value. Raises ValueError for a string in
+    the template that names no parameter."""
+    template = spec.get("build")
+    if template is None:
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in row.items()
+                if k not in ("schedule", "dtype")}
+
+    def fill(part: Any) -> Any:
+        if isinstance(part, str):
+            if part not in row:
+                raise ValueError(f"coverage: build names {part!r}, not a parameter "
+                                 f"({', '.join(row)})")
+            value = row[part]
+            return list(value) if isinstance(value, tuple) else value
+        if isinstance(part, list):
+            return [fill(x) for x in part]
+        if isinstance(part, Mapping):
+            return {k: fill(v) for k, v in part.items()}
+        return part
+
+    if not isinstance(template, Mapping):
+        raise ValueError("coverage: build maps the family's arguments to templates "
+                         "({shape: [i, j]})")
+    return {str(k): fill(v) for k, v in template.items()}
+
+
 def cover_rows(spec: Mapping[str, Any]) -> tuple[list[Row], dict[str, list[Any]], list[Rule]]:
     """A family's ``cover`` section: its rows (``same`` parameters copied in), values and
     rules. Raises ValueError for a section it does not understand."""
-    unknown = set(spec) - {"values", "rules", "same", "seed", "include"}
+    unknown = set(spec) - {"values", "rules", "same", "seed", "include", "build"}
     if unknown or not isinstance(spec.get("values"), Mapping):
         raise ValueError(f"coverage: a cover section takes values, rules, same, seed, "
-                         f"include (got {sorted(spec)})")
-    values = {str(k): list(v) for k, v in spec["values"].items()}
+                         f"include, build (got {sorted(spec)})")
+    values = {str(k): [_hashable(x) for x in v] for k, v in spec["values"].items()}
     rules = [Rule.parse(r, list(values)) for r in spec.get("rules", ())]
-    include = list(spec.get("include", ()))
+    include = [{k: _hashable(v) for k, v in row.items()} for row in spec.get("include", ())]
     for row in include:
         if set(row) != set(values) or any(row[k] not in values[k] for k in values):
             raise ValueError(f"coverage: included row {row} must give every parameter one "
                              "of its values")
-    rows = all_pairs(values, rules, int(spec.get("seed", 0)), include)
+    rows = remembered_rows(values, rules, int(spec.get("seed", 0)), include)
     for copy, source in (spec.get("same") or {}).items():
         for row in rows:
             row[copy] = row[source]
     return rows, values, rules
+
+
+CACHE_NAME = "allpairs-v1.json"
+
+
+def remembered_rows(values: Mapping[str, Sequence[Any]], rules: Sequence[Rule], seed: int,
+                    include: Sequence[Row]) -> list[Row]:
+    """``all_pairs``'s rows, kept across sessions (declcache) under a key holding its
+    arguments and this module's source: every start that builds the catalog would else
+    pay the search again (about 0.6 s). A kept entry that does not read back as rows of
+    these values is computed afresh."""
+    fields = [values, [r.text for r in rules], seed, include,
+              hashlib.sha256(Path(__file__).read_bytes()).hexdigest()]
+    try:
+        key = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
+    except (TypeError, ValueError):  # values JSON cannot hold: not kept
+        return all_pairs(values, rules, seed, include)
+    kept = declcache.load(CACHE_NAME).get(key)
+    if isinstance(kept, list):  # JSON gave lists back for the tuples
+        kept = [{k: _hashable(v) for k, v in row.items()} if isinstance(row, dict) else row
+                for row in kept]
+    if _sound(kept, values, rules, include):
+        return [dict(row) for row in kept]
+    rows = all_pairs(values, rules, seed, include)
+    declcache.store({key: rows}, CACHE_NAME)
+    return rows
+
+
+def _sound(kept: Any, values: Mapping[str, Sequence[Any]], rules: Sequence[Rule],
+           include: Sequence[Row]) -> TypeGuard[list[Row]]:
+    if not isinstance(kept, list) or not all(
+        isinstance(row, dict) and set(row) == set(values)
+        and all(row[n] in values[n] for n in values) for row in kept
+    ):
+        return False
+    if any(not r.allows(row) for r in rules for row in kept):
+        return False
+    if kept[: len(include)] != [dict(row) for row in include]:
+        return False
+    names = list(values)
+    seen = set().union(*(pairs_in(row, names) for row in kept)) if kept else set()
+    return feasible_pairs(values, rules) <= seen

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_xtc.core.adapter import TargetAdapter
 from pytest_xtc.core.cases import expectations
 from pytest_xtc.core.cases.case import CaseFileError, check_unique, load_case_paths
 from pytest_xtc.core.execution import registry
@@ -27,6 +28,7 @@ from pytest_xtc.plugin.terminal import OutcomeCollector
 
 def configure(config: pytest.Config) -> None:
     selection, explicit = options.selection(config)
+    adapters: list[TargetAdapter] = []
     try:
         values = options.adapter_settings(config)
         for option in registry.adapter_options():
@@ -37,6 +39,10 @@ def configure(config: pytest.Config) -> None:
         isolate = not config.getoption("xtc_no_isolation")
         limits = host_limits(config.getoption("xtc_probe_timeout"))
         adapters = registry.resolve(selection, values, isolate=isolate, limits=limits)
+        if not _xdist_controller(config):  # hosts load XTC while the rest is set up
+            for adapter in adapters:
+                if isinstance(adapter, IsolatedAdapter):
+                    adapter.warm()
         if not config.getoption("xtc_ignore_expectations"):
             for adapter in adapters:
                 path = adapter.expectations_file()
@@ -54,6 +60,9 @@ def configure(config: pytest.Config) -> None:
         settings = options.settings(config)
     except (registry.SelectionError, CaseFileError, expectations.ExpectationFileError,
             ValueError) as exc:
+        for adapter in adapters:  # warmed hosts end with the refused session
+            if isinstance(adapter, IsolatedAdapter):
+                adapter.stop()
         raise pytest.UsageError(str(exc)) from None
     config.stash[state.KEY] = state.XtcSession(
         selection,
@@ -74,10 +83,6 @@ def configure(config: pytest.Config) -> None:
     reporting.configure(config)
     if explicit or user_cases or config.getoption("xtc_case"):
         collection.add_suite_to_args(config)
-    if not _xdist_controller(config):
-        for adapter in adapters:
-            if isinstance(adapter, IsolatedAdapter):
-                adapter.warm()
 
 
 def _xdist_controller(config: pytest.Config) -> bool:

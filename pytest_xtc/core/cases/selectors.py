@@ -22,6 +22,8 @@ In data (YAML), every key is optional but one is needed; lists may be single val
     node_placements: ["relu:host->device", "unpad:*->device"]
                                      # a node OP whose first operand is placed IN and its
                                      # result OUT (fnmatch; an intermediate is on the host)
+    padded_unit_lead: true           # a node pads a size-1 dimension of its operand that
+                                     # only size-1 dimensions precede (1xN padded on axis 0)
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from pytest_xtc.core.versions import installed
 
 PLACEMENTS = ("host", "device", "mixed")
 KEYS = ("pattern", "ops", "dtypes", "placements", "primitives", "xtc", "values",
-        "output_elements", "whole_vectors", "node_placements")
+        "output_elements", "whole_vectors", "node_placements", "padded_unit_lead")
 VALUES = ("random", "exact", "special")
 _COUNT = re.compile(r"^\s*(<=|>=|<|>|==)?\s*(\d+)\s*$")
 
@@ -64,6 +66,7 @@ class Traits:
     output_elements: int = 0  # 0: not known (a bare id)
     whole_vectors: bool = False
     node_placements: frozenset[str] = frozenset()  # "op:in->out"
+    padded_unit_lead: bool = False
 
     @classmethod
     def of(cls, case: Case) -> Traits:
@@ -73,7 +76,7 @@ class Traits:
         return cls(case.id, frozenset(case.ops), case.dtype, placement,
                    case.schedule.primitives, case.values, math.prod(out),
                    _whole_vectors(case.schedule, out[-1] if out else 1),
-                   _node_placements(case))
+                   _node_placements(case), _padded_unit_lead(case))
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Traits:
@@ -81,14 +84,16 @@ class Traits:
                    str(data.get("placement", "host")), frozenset(data.get("primitives", ())),
                    str(data.get("values", "random")), int(data.get("output_elements", 0)),
                    bool(data.get("whole_vectors", False)),
-                   frozenset(data.get("node_placements", ())))
+                   frozenset(data.get("node_placements", ())),
+                   bool(data.get("padded_unit_lead", False)))
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "ops": sorted(self.ops), "dtype": self.dtype,
                 "placement": self.placement, "primitives": sorted(self.primitives),
                 "values": self.values, "output_elements": self.output_elements,
                 "whole_vectors": self.whole_vectors,
-                "node_placements": sorted(self.node_placements)}
+                "node_placements": sorted(self.node_placements),
+                "padded_unit_lead": self.padded_unit_lead}
 
 
 def _whole_vectors(schedule: Schedule, innermost: int) -> bool:
@@ -124,6 +129,23 @@ def _node_placements(case: Case) -> frozenset[str]:
     return frozenset(found)
 
 
+def _padded_unit_lead(case: Case) -> bool:
+    """Whether a node pads a size-1 dimension of its first operand with only size-1
+    dimensions before it (the padding attribute, normalized: {axis: (before, after)})."""
+    known = graphs.operands(case.graph)
+    for node in graphs.nodes(case.graph):
+        widths = node.attrs.get("padding")
+        if not isinstance(widths, Mapping) or not node.args:
+            continue
+        shape = known[node.args[0]].shape
+        for axis, pair in widths.items():
+            padded = isinstance(pair, (list, tuple)) and any(pair)
+            if padded and 0 <= int(axis) < len(shape) and all(d == 1 for d in
+                                                              shape[: int(axis) + 1]):
+                return True
+    return False
+
+
 @dataclass(frozen=True)
 class Selector:
     pattern: str | None = None
@@ -136,6 +158,7 @@ class Selector:
     output_elements: str | None = None  # a count condition: "1", "<=1", ">=16"
     whole_vectors: bool | None = None
     node_placements: frozenset[str] | None = None
+    padded_unit_lead: bool | None = None
 
     def matches(self, traits: Traits, xtc_version: str | None) -> bool:
         """True when every property given matches ``traits`` (and the XTC version)."""
@@ -163,6 +186,8 @@ class Selector:
             return False
         if self.whole_vectors is not None and traits.whole_vectors != self.whole_vectors:
             return False
+        if self.padded_unit_lead is not None and traits.padded_unit_lead != self.padded_unit_lead:
+            return False
         return self.node_placements is None or any(
             fnmatch.fnmatchcase(p, pattern)
             for p in traits.node_placements for pattern in self.node_placements
@@ -185,7 +210,7 @@ class Selector:
         for key in ("values", "node_placements"):
             if (names := getattr(self, key)) is not None:
                 data[key] = sorted(names)
-        for key in ("output_elements", "whole_vectors"):
+        for key in ("output_elements", "whole_vectors", "padded_unit_lead"):
             if (value := getattr(self, key)) is not None:
                 data[key] = value
         return data
@@ -217,9 +242,10 @@ class Selector:
         if count is not None and (isinstance(count, bool) or not _COUNT.match(str(count))):
             raise SelectorError(f"{where}: output_elements must be a count condition: N, <N, "
                                 f"<=N, >N or >=N, not {count!r}")
-        whole = data.get("whole_vectors")
-        if whole is not None and not isinstance(whole, bool):
-            raise SelectorError(f"{where}: whole_vectors must be true or false, not {whole!r}")
+        whole, unit = data.get("whole_vectors"), data.get("padded_unit_lead")
+        for key, flag in (("whole_vectors", whole), ("padded_unit_lead", unit)):
+            if flag is not None and not isinstance(flag, bool):
+                raise SelectorError(f"{where}: {key} must be true or false, not {flag!r}")
         moves = _names(data, "node_placements", where)
         for move in moves or ():
             if not re.fullmatch(r"[\w*?+]+:[\w*?]+->[\w*?]+", move):
@@ -227,7 +253,7 @@ class Selector:
                                     "(e.g. relu:host->device)")
         return cls(pattern, _names(data, "ops", where), _names(data, "dtypes", where),
                    placements, _names(data, "primitives", where), xtc, values,
-                   None if count is None else str(count), whole, moves)
+                   None if count is None else str(count), whole, moves, unit)
 
 
 def _names(data: Mapping[str, Any], key: str, where: str) -> frozenset[str] | None:

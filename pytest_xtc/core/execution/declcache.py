@@ -12,7 +12,9 @@ distribution's ``entry_points.txt`` and of ``core/adapter.py``. Failures are nev
 The cache lives in ``$XDG_CACHE_HOME/pytest-xtc`` (else ``~/.cache/pytest-xtc``); set
 ``PYTEST_XTC_CACHE=off`` to read every declaration afresh. It is written whole to a
 temporary file then renamed, so concurrent sessions (xdist workers) never see half a file;
-a cache that cannot be read or written is ignored.
+a cache that cannot be read or written is ignored. Other facts computed from the
+installed files (the catalog's all-pairs rows) are kept the same way, in files of their
+own (``load``/``store``'s ``name``).
 """
 
 from __future__ import annotations
@@ -34,12 +36,12 @@ MAX_ENTRIES = 512  # the oldest are dropped past this (many temporary vendor dir
 _ADAPTER_API = Path(__file__).resolve().parents[1] / "adapter.py"
 
 
-def cache_file() -> Path | None:
-    """Where the cache lives, or None when it is switched off."""
+def cache_file(name: str = FILE_NAME) -> Path | None:
+    """Where the cache file ``name`` lives, or None when the cache is switched off."""
     if os.environ.get(ENV_SWITCH, "").lower() in ("off", "0", "no"):
         return None
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "pytest-xtc" / FILE_NAME
+    return Path(base) / "pytest-xtc" / name
 
 
 def module_file(name: str) -> Path | None:
@@ -92,9 +94,9 @@ def key(entry: EntryPoint) -> str | None:
     return hashlib.sha256(json.dumps(fields).encode()).hexdigest()
 
 
-def load() -> dict[str, Any]:
-    """The cached declarations by key; empty when there is no usable cache."""
-    path = cache_file()
+def load(name: str = FILE_NAME) -> dict[str, Any]:
+    """The cached entries by key; empty when there is no usable cache."""
+    path = cache_file(name)
     if path is None:
         return {}
     try:
@@ -104,17 +106,17 @@ def load() -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def store(found: Mapping[str, Any]) -> None:
-    """Add ``found`` (key -> declaration) to the cache, atomically; errors ignored."""
-    path = cache_file()
+def store(found: Mapping[str, Any], name: str = FILE_NAME) -> None:
+    """Add ``found`` (key -> entry) to the cache, atomically; errors ignored."""
+    path = cache_file(name)
     if path is None or not found:
         return
-    entries = {k: v for k, v in load().items() if k not in found}
+    entries = {k: v for k, v in load(name).items() if k not in found}
     entries.update(found)
     kept = dict(list(entries.items())[-MAX_ENTRIES:])
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=".declarations-", suffix=".tmp")
+        fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}-", suffix=".tmp")
         try:
             with os.fdopen(fd, "w") as out:
                 json.dump(kept, out)
