@@ -45,3 +45,15 @@ def test_faulty_host_variant_is_rejected_on_model_cases(vendor, run) -> None:
     outcomes = _outcomes(result)
     assert outcomes.get("failed"), result.stdout.str()[-3000:]
     assert "wrong results" in result.stdout.str()
+
+
+def test_a_correct_kernel_whose_intermediate_outgrows_an_8mb_stack_passes(run) -> None:
+    """XTC's host code keeps a graph's intermediate (here pad2d's 1x402x402x16 result,
+    10 MB) on the stack: with the usual 8 MB limit the correct kernel died of SIGSEGV and
+    was reported as the target's crash (a VGG-16 224x224x64 layer did so). The worker
+    lets the stack grow (hygiene.roomy_stack)."""
+    data = Path(__file__).parent / "data" / "pad_relu_stack_10mb.yaml"
+    result = run("--xtc-target=host", f"--xtc-cases={data}", "--xtc-only-cases",
+                 "--xtc-repeat=0", "-q")
+    outcomes = _outcomes(result)
+    assert outcomes.get("passed") and set(outcomes) == {"passed"}, result.stdout.str()[-3000:]

@@ -60,6 +60,23 @@ def _umask() -> int:
     return mask
 
 
+#: How far a kernel's stack may grow in a worker (up to the hard limit; the address space
+#: below the main thread's stack bounds it further, to 128 MB or more on Linux).
+KERNEL_STACK = 1 << 30
+
+
+def roomy_stack() -> None:
+    """Raise this process's soft stack limit towards :data:`KERNEL_STACK`. XTC's host code
+    keeps a graph's intermediates on the stack: a VGG-16 layer's padded 224x224x64 image
+    (13 MB) overflows the usual 8 MB and the kernel, correct, dies of SIGSEGV."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_STACK)
+    want = KERNEL_STACK if hard == resource.RLIM_INFINITY else min(hard, KERNEL_STACK)
+    if soft != resource.RLIM_INFINITY and soft < want:
+        resource.setrlimit(resource.RLIMIT_STACK, (want, hard))
+
+
 def _rlimits() -> tuple[Any, ...]:
     import resource
 

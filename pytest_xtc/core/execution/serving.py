@@ -53,6 +53,7 @@ def child(
         os.setsid()
         containment.die_with(parent)
         hygiene.become_subreaper()
+        hygiene.roomy_stack()  # before the state is fingerprinted (_serve): its baseline
         keeper = containment.sentinel(fds.lifeline)
         containment.own_stdio(fds.log)
         containment.close_fds_except({0, 1, 2, fds.requests, fds.replies})
