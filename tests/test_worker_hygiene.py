@@ -320,3 +320,34 @@ def test_faulty_kernels_leave_every_other_verdict_as_a_clean_run(
                             timeout=120, check=False)
     assert verify.returncode == 0, verify.stdout + verify.stderr
     assert not processes_gone(mark, str(pytester.path)), "processes left behind"
+
+
+STOPPED_WHILE_WAITED = """
+import threading, time
+from pytest_xtc.core.execution import isolation
+worker = isolation.Worker(lambda request, report: time.sleep(30))
+worker.start()
+found = []
+
+def wait():
+    try:
+        worker.call("x", {"transfer": 60.0}, "transfer")
+    except isolation.ChildFailure as exc:
+        found.append(str(exc))
+
+waiter = threading.Thread(target=wait)
+waiter.start()
+time.sleep(0.5)
+worker.stop()  # as the session's end does while a warm-up thread still waits
+waiter.join(10)
+print("alive;", found)
+"""
+
+
+def test_a_worker_stopped_while_another_thread_waits_on_it_leaves_this_process_alive() -> None:
+    """The waiting thread saw the pipe close and, the pid being forgotten already, used to
+    kill process group 0: its own, pytest and every xdist worker with it."""
+    done = subprocess.run([sys.executable, "-c", STOPPED_WHILE_WAITED], capture_output=True,
+                          text=True, timeout=60, start_new_session=True)
+    assert done.returncode == 0 and "alive;" in done.stdout, (done.returncode, done.stderr)
+    assert "stopped" in done.stdout and "ended the worker" in done.stdout

@@ -137,6 +137,7 @@ class Worker:
         for phase, limit in limits.items():
             check_limit(f"{phase} time limit", limit)
         self.start()
+        pid = self.pid  # another thread may stop this worker meanwhile (a warm-up's wait)
         assert self.log is not None
         self.log.seek(0)
         self.log.truncate()
@@ -147,12 +148,13 @@ class Worker:
             try:
                 send_frame(self.requests, packed.frame)
             except OSError:  # the child died between requests
-                raise ChildFailure(first_phase, *self._death(first_phase)) from None
-            message = self._watch(ident, limits, on_phase, packed)
+                raise ChildFailure(first_phase, *self._death(first_phase, pid)) from None
+            message = self._watch(ident, limits, on_phase, packed, pid)
             with contextlib.suppress(OSError):
                 send_frame(self.requests, ACK)  # the child may free what it sent, now
         except BaseException as exc:
-            self._replace(exc)  # a reply still pending must never reach the next call
+            if self.pid == pid:  # not when stopped from elsewhere: no successor then
+                self._replace(exc)  # a reply still pending must never reach the next call
             raise
         finally:
             packed.close()
@@ -172,10 +174,19 @@ class Worker:
             self._start()
 
     def stop(self) -> None:
-        """Kill the child's whole process group (and its escaped daemons), reap the child."""
-        if self.pid and self.owner == os.getpid():
-            kill_tree(self.pid)
-        self._forget()
+        """Kill the child's whole process group (and its escaped daemons), reap the child.
+        The pid is forgotten first: a thread waiting on the child then sees it stopped."""
+        pid, mine = self.pid, self.owner == os.getpid()
+        self.pid = 0
+        if pid and mine:
+            kill_tree(pid)
+            self._close()
+
+    def _close(self) -> None:
+        for fd in (self.requests, self.replies, self.lifeline):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        _workers.pop(id(self), None)
 
     def _replace(self, cause: BaseException | None) -> None:
         """End the child; unless the user interrupts, fork (and warm) its successor now."""
@@ -196,10 +207,7 @@ class Worker:
 
     def _forget(self) -> None:
         if self.pid and self.owner == os.getpid():
-            for fd in (self.requests, self.replies, self.lifeline):
-                with contextlib.suppress(OSError):
-                    os.close(fd)
-            _workers.pop(id(self), None)
+            self._close()
         self.pid = 0
 
     def _start(self) -> None:
@@ -227,13 +235,16 @@ class Worker:
         limits: Mapping[str, float],
         on_phase: Report | None,
         packed: transfer.Packed,
+        pid: int,
     ) -> Message:
-        """Follow the child's phase reports under their limits until its reply."""
+        """Follow the child ``pid``'s phase reports under their limits until its reply."""
         phase, buffer = TRANSFER, bytearray()
         if on_phase is not None:
             on_phase(phase)
         deadline = time.monotonic() + limits.get(phase, TRANSFER_S)
         while True:
+            if self.pid != pid:  # stopped by another thread: its pipes are closed
+                raise ChildFailure(phase, *self._death(phase, pid))
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise self._timeout(phase, limits.get(phase, TRANSFER_S))
@@ -242,7 +253,7 @@ class Worker:
                 continue
             chunk = os.read(self.replies, 1 << 20)
             if not chunk:  # the child is gone without a result
-                raise ChildFailure(phase, *self._death(phase))
+                raise ChildFailure(phase, *self._death(phase, pid))
             buffer += chunk
             while len(buffer) >= 8 and len(buffer) >= 8 + int.from_bytes(buffer[:8], "little"):
                 size = int.from_bytes(buffer[:8], "little")
@@ -268,11 +279,20 @@ class Worker:
         return ChildFailure(phase, text, f"timed out after {limit}{tail}",
                             FailureKind(Failure.TIMEOUT))
 
-    def _death(self, phase: str) -> tuple[str, str, FailureKind]:
-        """The child died: kill what is left of its group, reap it, say how it died."""
+    def _death(self, phase: str, pid: int) -> tuple[str, str, FailureKind]:
+        """The child ``pid`` died: kill what is left of its group, reap it, say how it
+        died. When this process already stopped it (another thread), nothing is killed:
+        ``killpg(0)`` would end this process's own group, pytest with it."""
+        if pid <= 0 or pid != self.pid or self.owner != os.getpid():
+            cause = "stopped: this process ended the worker (the session is ending)"
+            return f"{phase}: {cause}", cause, FailureKind(Failure.SIGNAL, "SIGKILL")
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.pid, signal.SIGKILL)
-        _, status = os.waitpid(self.pid, 0)
+            os.killpg(pid, signal.SIGKILL)
+        try:
+            _, status = os.waitpid(pid, 0)
+        except ChildProcessError:  # reaped by a stop() in another thread
+            cause = "stopped: this process ended the worker (the session is ending)"
+            return f"{phase}: {cause}", cause, FailureKind(Failure.SIGNAL, "SIGKILL")
         self._forget()
         if os.WIFSIGNALED(status):
             number = os.WTERMSIG(status)
