@@ -37,6 +37,7 @@ import os
 import select
 import signal
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, BinaryIO, TypeVar
@@ -122,6 +123,7 @@ class Worker:
         self.log: BinaryIO | None = None
         self.notes: tuple[str, ...] = ()  # the last call's notes
         self._renewing = False
+        self._stopper: int | None = None  # the thread that last stopped the child
 
     def call(
         self,
@@ -153,7 +155,7 @@ class Worker:
             with contextlib.suppress(OSError):
                 send_frame(self.requests, ACK)  # the child may free what it sent, now
         except BaseException as exc:
-            if self.pid == pid:  # not when stopped from elsewhere: no successor then
+            if not self._stopped_elsewhere(pid):  # then the session ends: no successor
                 self._replace(exc)  # a reply still pending must never reach the next call
             raise
         finally:
@@ -178,9 +180,14 @@ class Worker:
         The pid is forgotten first: a thread waiting on the child then sees it stopped."""
         pid, mine = self.pid, self.owner == os.getpid()
         self.pid = 0
+        self._stopper = threading.get_ident()
         if pid and mine:
             kill_tree(pid)
             self._close()
+
+    def _stopped_elsewhere(self, pid: int) -> bool:
+        """Whether another thread stopped the child ``pid`` this thread was waiting on."""
+        return self.pid != pid and self._stopper not in (None, threading.get_ident())
 
     def _close(self) -> None:
         for fd in (self.requests, self.replies, self.lifeline):
@@ -211,6 +218,7 @@ class Worker:
         self.pid = 0
 
     def _start(self) -> None:
+        self._stopper = None
         requests_read, self.requests = os.pipe()
         self.replies, replies_write = os.pipe()
         lifeline_read, self.lifeline = os.pipe()
