@@ -31,7 +31,8 @@ class Matmul(Contraction):
 
     def forward(self, args: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
         a, b = args
-        return np.matmul(a.reshape(a.shape[0], -1), b.reshape(-1, b.shape[-1]))
+        with np.errstate(over="ignore", invalid="ignore"):  # special values: IEEE results
+            return np.matmul(a.reshape(a.shape[0], -1), b.reshape(-1, b.shape[-1]))
 
     def reduction(self, shapes: Sequence[Shape], attrs: Attrs) -> int:
         return math.prod(shapes[0][1:])

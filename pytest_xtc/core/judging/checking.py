@@ -61,6 +61,12 @@ class Comparison:
         return not self.mismatches
 
 
+def _narrowed(expected: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """``expected`` in the output's dtype (out of its range: inf, without a warning)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return expected.astype(dtype)
+
+
 def _bits(value: np.ndarray) -> str:
     size = value.dtype.itemsize
     uint = {2: np.uint16, 4: np.uint32, 8: np.uint64}[size]
@@ -138,7 +144,7 @@ def compare(
                 unwritten=int(unwritten.sum()),
                 bitwise=exact_bits,
                 got_bits=_bits(out[where]) if show_bits else "",
-                expected_bits=_bits(expected.astype(out.dtype)[where]) if show_bits else "",
+                expected_bits=_bits(_narrowed(expected, out.dtype)[where]) if show_bits else "",
             )
         )
     return result
