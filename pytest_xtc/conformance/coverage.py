@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeGuard
 
+from pytest_xtc.core.cases.schedule import plain
 from pytest_xtc.core.execution import declcache
 
 Row = dict[str, Any]
@@ -199,16 +200,14 @@ def build_arguments(spec: Mapping[str, Any], row: Row) -> dict[str, Any]:
     the template that names no parameter."""
     template = spec.get("build")
     if template is None:
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in row.items()
-                if k not in ("schedule", "dtype")}
+        return {k: plain(v) for k, v in row.items() if k not in ("schedule", "dtype")}
 
     def fill(part: Any) -> Any:
         if isinstance(part, str):
             if part not in row:
                 raise ValueError(f"coverage: build names {part!r}, not a parameter "
                                  f"({', '.join(row)})")
-            value = row[part]
-            return list(value) if isinstance(value, tuple) else value
+            return plain(row[part])
         if isinstance(part, list):
             return [fill(x) for x in part]
         if isinstance(part, Mapping):
@@ -249,8 +248,9 @@ def remembered_rows(values: Mapping[str, Sequence[Any]], rules: Sequence[Rule], 
                     include: Sequence[Row]) -> list[Row]:
     """``all_pairs``'s rows, kept across sessions (declcache) under a key holding its
     arguments and this module's source: every start that builds the catalog would else
-    pay the search again (about 0.6 s). A kept entry that does not read back as rows of
-    these values is computed afresh."""
+    pay the search again (about 0.6 s). A kept entry is used only when its rows still
+    keep the rules, start with ``include`` and cover every feasible pair (a damaged or
+    edited cache cannot drop a case); else the rows are computed afresh."""
     fields = [values, [r.text for r in rules], seed, include,
               hashlib.sha256(Path(__file__).read_bytes()).hexdigest()]
     try:

@@ -47,8 +47,6 @@ def clean(value: Any) -> Any:
     return str(value)
 
 
-
-
 @dataclass(frozen=True, kw_only=True)
 class CaseRecord(Part):
     """One finished case, as a line of results.jsonl: the runner's Outcome

@@ -72,11 +72,12 @@ class Traits:
     def of(cls, case: Case) -> Traits:
         where = set((case.placement or {}).values()) or {"host"}
         placement = "mixed" if len(where) > 1 else ("device" if DEVICE in where else "host")
-        out = graphs.outputs(case.graph)[0].shape
+        known = graphs.operands(case.graph)
+        out = known[case.graph["outputs"][0]["uid"]].shape
         return cls(case.id, frozenset(case.ops), case.dtype, placement,
                    case.schedule.primitives, case.values, math.prod(out),
                    _whole_vectors(case.schedule, out[-1] if out else 1),
-                   _node_placements(case), _padded_unit_lead(case))
+                   _node_placements(case), _padded_unit_lead(case, known))
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Traits:
@@ -129,10 +130,10 @@ def _node_placements(case: Case) -> frozenset[str]:
     return frozenset(found)
 
 
-def _padded_unit_lead(case: Case) -> bool:
-    """Whether a node pads a size-1 dimension of its first operand with only size-1
-    dimensions before it (the padding attribute, normalized: {axis: (before, after)})."""
-    known = graphs.operands(case.graph)
+def _padded_unit_lead(case: Case, known: Mapping[str, graphs.Operand]) -> bool:
+    """Whether a node pads a size-1 dimension of its first operand (``known``: the
+    graph's operands by uid) with only size-1 dimensions before it (the padding
+    attribute, normalized: {axis: (before, after)})."""
     for node in graphs.nodes(case.graph):
         widths = node.attrs.get("padding")
         if not isinstance(widths, Mapping) or not node.args:

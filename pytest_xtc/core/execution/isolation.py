@@ -291,16 +291,15 @@ class Worker:
         """The child ``pid`` died: kill what is left of its group, reap it, say how it
         died. When this process already stopped it (another thread), nothing is killed:
         ``killpg(0)`` would end this process's own group, pytest with it."""
+        stopped = "stopped: this process ended the worker (the session is ending)"
         if pid <= 0 or pid != self.pid or self.owner != os.getpid():
-            cause = "stopped: this process ended the worker (the session is ending)"
-            return f"{phase}: {cause}", cause, FailureKind(Failure.SIGNAL, "SIGKILL")
+            return f"{phase}: {stopped}", stopped, FailureKind(Failure.SIGNAL, "SIGKILL")
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, signal.SIGKILL)
         try:
             _, status = os.waitpid(pid, 0)
         except ChildProcessError:  # reaped by a stop() in another thread
-            cause = "stopped: this process ended the worker (the session is ending)"
-            return f"{phase}: {cause}", cause, FailureKind(Failure.SIGNAL, "SIGKILL")
+            return f"{phase}: {stopped}", stopped, FailureKind(Failure.SIGNAL, "SIGKILL")
         self._forget()
         if os.WIFSIGNALED(status):
             number = os.WTERMSIG(status)

@@ -151,7 +151,6 @@ class RecordingScheduler:
         return record
 
 
-
 def main_loops(scheduler: Any) -> Loops:
     """The loops of ``scheduler``'s current node, before any step is applied."""
     return _loops(scheduler, getattr(scheduler, "main_node", None) or "scheduled")
