@@ -10,7 +10,7 @@ is its call phase (JUnit, ``junit_duration_report=call``), the median over the r
 Goals (issue 19): ratio at most 1.10 at every size, the extra time per MB flat within 2x,
 the LLaMA layer under 2x.
 
-    .venv/bin/python benchmarks/isolation_transfer.py [--rounds N]
+    .venv/bin/python benchmarks/isolation_transfer.py [--rounds N] [--only b-w4mb ...]
 """
 
 from __future__ import annotations
@@ -90,7 +90,13 @@ def session(cases: Path, isolate: bool, cwd: Path) -> dict[str, tuple[float, str
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
-    rounds = parser.parse_args().rounds
+    parser.add_argument("--only", nargs="+", choices=[n for n in SIZES if n != "a-warmup"],
+                        help="these cases only (after the warm-up)")
+    options = parser.parse_args()
+    rounds = options.rounds
+    if options.only:
+        for name in set(SIZES) - {"a-warmup", *options.only}:
+            del SIZES[name]
     work = Path(tempfile.mkdtemp(prefix="xtc-transfer-"))
     cases = work / "cases"
     cases.mkdir()

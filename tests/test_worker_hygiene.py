@@ -54,6 +54,20 @@ def test_large_operands_cross_both_ways_untimed() -> None:
     assert sent[0] == 0.0 and back[0].flags.writeable
 
 
+def test_several_arrays_written_into_one_file_each_arrive_whole() -> None:
+    """Arrays of this process's own memory, of different sizes, share one new file on the
+    way (each at its offset): each comes back with its own shape and bytes (the receiver
+    once cut every view to the file's whole size: two modified inputs failed to arrive)."""
+    arrays = [np.arange(n, dtype=np.float32) for n in (MB, 16 * 1024, 3 * MB + 5)]
+    worker = isolation.Worker(echo)
+    try:
+        back = worker.call(arrays, {"x": 5.0}, "x")
+    finally:
+        worker.stop()
+    assert [a.shape for a in back] == [a.shape for a in arrays]
+    assert all(np.array_equal(a, b) for a, b in zip(arrays, back, strict=True))
+
+
 @pytest.mark.parametrize("how", ["returns", "crashes", "times out"])
 def test_no_shared_memory_is_left_whatever_the_worker_does(how: str) -> None:
     def handler(request: Any, report: isolation.Report) -> Any:

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-INLINE_MAX = 1 << 20  # out-of-band buffers below this go through the pipe
+INLINE_MAX = 1 << 16  # out-of-band buffers below this (a pipe's capacity) go through it
 _CHUNK = 1 << 30  # bytes per write system call (Linux moves at most 2 GiB - 4 KiB)
 _segments: dict[int, tuple[int, int, int]] = {}  # start address: (end, fd, owner pid)
 
@@ -154,7 +154,6 @@ def unpack(frame: bytes) -> Any:
     for fd, offset, size in parts:
         if fd not in mapped:
             local = os.open(f"/proc/{pid}/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC)
-            size = os.fstat(local).st_size
-            mapped[fd] = memoryview(_map(local, size, mmap.MAP_PRIVATE))
+            mapped[fd] = memoryview(_map(local, os.fstat(local).st_size, mmap.MAP_PRIVATE))
         views.append(mapped[fd][offset : offset + size])
     return pickle.loads(data, buffers=views)

@@ -42,10 +42,11 @@ Allocate = Callable[[Any, Any], np.ndarray]  # (shape, dtype) -> an uninitialise
 
 @dataclass
 class Call:
-    """One checked call of the kernel: what it left of its inputs, its outputs, and the
+    """One checked call of the kernel: what it left of its inputs (None for an input whose
+    bytes it left as given: nothing to send back or compare again), its outputs, and the
     writes out of bounds its guard bands saw."""
 
-    inputs: list[np.ndarray]
+    inputs: list[np.ndarray | None]
     outputs: list[np.ndarray]
     guard: list[str] = field(default_factory=list)
     timed: bool = False  # the timed call (last): its outputs are the last timed call's
@@ -66,10 +67,6 @@ class Work:
     second: list[np.ndarray] | None = None  # outputs of the repeat-check run (the timed one)
     guarded: bool = False  # operands lay inside guard bands
     notes: list[str] = field(default_factory=list)  # what the worker did after the case
-
-    @property
-    def inputs(self) -> list[np.ndarray]:
-        return self.calls[0].inputs if self.calls else []
 
     @property
     def outputs(self) -> list[np.ndarray]:
@@ -168,10 +165,10 @@ def _copy(array: np.ndarray, empty: Allocate) -> np.ndarray:
     return copy
 
 
-def _kept(given: list[np.ndarray], after: list[np.ndarray]) -> list[np.ndarray]:
-    """Each input as the kernel left it: ``given`` itself where its bytes are the same
-    (no copy), a copy of what the kernel made of it otherwise."""
-    return [g if same_bytes(g, a) else np.array(a) for g, a in zip(given, after, strict=True)]
+def _kept(given: list[np.ndarray], after: list[np.ndarray]) -> list[np.ndarray | None]:
+    """Each input as the kernel left it: None where its bytes are those given, a copy of
+    what the kernel made of it otherwise."""
+    return [None if same_bytes(g, a) else np.array(a) for g, a in zip(given, after, strict=True)]
 
 
 def same_bytes(first: np.ndarray, second: np.ndarray, block: int = 1 << 24) -> bool:
