@@ -10,16 +10,22 @@ import sys
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
+from dataclasses import replace
 from importlib.metadata import EntryPoint
 from pathlib import Path
 
 import pytest
 
-from pytest_xtc.core.adapter import TargetSpec, Tier
+from pytest_xtc.conformance import builtin_cases
+from pytest_xtc.core.adapter import Capabilities, TargetSpec, Tier, declared_placements
 from pytest_xtc.core.execution import declcache, registry
 from pytest_xtc.core.execution.remote import AdapterFailure, HostLimits, IsolatedAdapter
+from pytest_xtc.core.execution.runner import Settings, run_case
+from pytest_xtc.core.execution.suite import cases_for
+from pytest_xtc.core.outcome import Status
 from pytest_xtc.plugin import options
 from pytest_xtc.plugin.session import host_limits
+from pytest_xtc.targets.host import HostTarget
 from tests.conftest import write_distribution
 
 DATA = Path(__file__).parent / "data"
@@ -224,3 +230,49 @@ def test_probe_timeout_bounds_queries_and_never_shortens_loading() -> None:
     assert host_limits(None) == HostLimits()
     limits = host_limits(3.0)
     assert (limits.load, limits.probe, limits.query) == (HostLimits.load, 3.0, 3.0)
+
+
+class GivesOtherPlacements(HostTarget):
+    """A faulty adapter: its class declares device placement, its capabilities() not."""
+
+    placements = frozenset({"host", "device"})
+
+    def capabilities(self) -> Capabilities:
+        return replace(super().capabilities(), placements=frozenset({"host"}))
+
+
+class AddsDevice(HostTarget):
+    """A vendor subclass that changes its capabilities without declaring placements."""
+
+    def capabilities(self) -> Capabilities:
+        return replace(super().capabilities(), placements=frozenset({"host", "device"}))
+
+
+def test_declared_placements_expand_the_cases_without_a_host(vendors) -> None:
+    """Collection needs no adapter host where the class declares its placements: nvgpu's
+    cases are expanded by placement and no host process was started to say so."""
+    (case,) = [c for c in builtin_cases() if c.id == CASE_IDS[0]]
+    (adapter,) = registry.resolve("nvgpu", {})
+    assert isinstance(adapter, IsolatedAdapter)
+    try:
+        placed = cases_for(adapter, [case])
+        assert len(placed) > 1 and any(c.placement for c in placed)
+        assert adapter._host.pid == 0
+    finally:
+        adapter.stop()
+
+
+def test_capabilities_contradicting_the_declared_placements_fail_the_case(tmp_path) -> None:
+    (case,) = [c for c in builtin_cases() if c.id == CASE_IDS[0]]
+    spec = TargetSpec("liar", "liar", None, {})
+    settings = Settings(isolate=False, perf=False)
+    outcome = run_case(GivesOtherPlacements(spec), case, tmp_path / "liar", settings)
+    assert outcome.status is Status.FAILED
+    assert "capabilities() gives placements ['host'] but its class declares" in outcome.message
+    honest = run_case(HostTarget(TargetSpec("host", "host", None, {})), case, tmp_path / "h",
+                      settings)
+    assert honest.status is Status.PASSED, honest.message
+    # A subclass overriding capabilities() is asked, never held to the inherited value.
+    assert declared_placements(AddsDevice) is None
+    assert declared_placements(HostTarget) == frozenset({"host"})
+    assert len(cases_for(AddsDevice(spec), [case])) > 1

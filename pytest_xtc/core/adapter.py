@@ -152,6 +152,12 @@ class TargetAdapter(ABC):
     #: Whether the same inputs give the same output bits on one machine (a rerun audit
     #: then compares output digests; else only statuses).
     deterministic: bool = True
+    #: The placements ``capabilities()`` gives, declared on the class when every instance
+    #: gives the same: the cases are then expanded by placement without building the
+    #: adapter (collection does not wait for its toolchain). None: ``capabilities()`` is
+    #: asked, as it is for a subclass that overrides ``capabilities`` without declaring
+    #: again (:func:`declared_placements`). A ``capabilities()`` that contradicts it fails.
+    placements: frozenset[str] | None = None
 
     def __init__(self, spec: TargetSpec) -> None:
         self.spec = spec
@@ -233,6 +239,23 @@ class TargetAdapter(ABC):
         """Bytes of address space (RLIMIT_AS) each isolated worker of this target may use;
         None for no limit."""
         return None
+
+
+def declared_placements(adapter: TargetAdapter | type[TargetAdapter]) -> frozenset[str] | None:
+    """The placements ``adapter`` (an adapter or its class) declares for its
+    ``capabilities()``: one set on the instance (a proxy given its class's), else the
+    class attribute, unless ``capabilities`` is defined below it (a subclass changing its
+    capabilities without declaring again: None, asked)."""
+    if not isinstance(adapter, type) and "placements" in vars(adapter):
+        return adapter.placements
+    cls = adapter if isinstance(adapter, type) else type(adapter)
+    mro = cls.__mro__
+    declares = next((c for c in mro if "placements" in vars(c)), None)
+    answers = next((c for c in mro if "capabilities" in vars(c)), None)
+    if declares is None or answers is None or not issubclass(declares, answers):
+        return None
+    placements = vars(declares)["placements"]
+    return placements if isinstance(placements, frozenset) else None
 
 
 class BrokenAdapter(TargetAdapter):

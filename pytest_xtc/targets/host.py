@@ -31,6 +31,7 @@ class HostTarget(TargetAdapter):
     xtc_target = "llvmir"
     #: Schedule primitives this target cannot take (None: all).
     unsupported_primitives: frozenset[str] = frozenset()
+    placements = frozenset({HOST})
 
     def probe(self) -> Probe:
         versions = xtc_env.versions()
@@ -43,7 +44,7 @@ class HostTarget(TargetAdapter):
     def capabilities(self) -> Capabilities:
         primitives = xtc_env.scheduler_primitives() - self.unsupported_primitives
         return Capabilities(
-            ops=xtc_env.mlir_ops(), placements=frozenset({HOST}), schedules=primitives
+            ops=xtc_env.mlir_ops(), placements=self.placements, schedules=primitives
         )
 
     def compile(self, case: Case, workdir: Path) -> Artifact:

@@ -67,6 +67,7 @@ __all__ = [  # the names this module has always offered, the toolchain's from to
 
 class MppaTarget(TargetAdapter):
     ordinals = True  # NAME[N]: device N
+    placements = frozenset({HOST, DEVICE})
     options = (
         OptionSpec(
             "mppa-platform",
@@ -176,7 +177,7 @@ class MppaTarget(TargetAdapter):
     def capabilities(self) -> Capabilities:
         # Cases are expanded per placement from these: they must not depend on the probe.
         return Capabilities(
-            ops=xtc_env.mlir_ops(), placements=frozenset({HOST, DEVICE}),
+            ops=xtc_env.mlir_ops(), placements=self.placements,
             schedules=xtc_env.scheduler_primitives(),
         )
 

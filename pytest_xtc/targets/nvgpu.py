@@ -100,6 +100,7 @@ class Compiled:
 
 class NvgpuTarget(TargetAdapter):
     ordinals = True  # NAME[N]: device N
+    placements = frozenset({HOST, DEVICE})
     options = (
         OptionSpec(
             ARCH_OPTION,
@@ -190,7 +191,7 @@ class NvgpuTarget(TargetAdapter):
         # the GPU and does not follow split segments (it would find none): not supported.
         return Capabilities(
             ops=xtc_env.mlir_ops(),
-            placements=frozenset({HOST, DEVICE}),
+            placements=self.placements,
             schedules=xtc_env.scheduler_primitives() - {"split"},
         )
 

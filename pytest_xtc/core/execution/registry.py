@@ -18,7 +18,14 @@ from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import Any
 
-from pytest_xtc.core.adapter import BrokenAdapter, OptionSpec, TargetAdapter, TargetSpec, Tier
+from pytest_xtc.core.adapter import (
+    BrokenAdapter,
+    OptionSpec,
+    TargetAdapter,
+    TargetSpec,
+    Tier,
+    declared_placements,
+)
 from pytest_xtc.core.execution import declcache, isolation
 from pytest_xtc.core.execution.remote import HostLimits, IsolatedAdapter
 
@@ -82,6 +89,8 @@ class Declarations:
     varying: frozenset[str] = frozenset()  # targets declaring deterministic = False
     #: the expectations file each adapter gives, where known without building it
     expectations: Mapping[str, str] = field(default_factory=dict)
+    #: the placements each adapter class declares (``TargetAdapter.placements``)
+    placements: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
 
 def adapter_options() -> list[OptionSpec]:
@@ -97,7 +106,7 @@ def option_declarations() -> Declarations:
     children of all adapters at once."""
     found: dict[str, OptionSpec] = {}
     problems: dict[str, list[str]] = {}
-    numbered, varying, expected = set(), set(), {}
+    numbered, varying, expected, placed = set(), set(), {}, {}
     for name, (declared, trouble, facts) in sorted(_all_declared().items()):
         if facts.get("ordinals"):
             numbered.add(name)
@@ -105,6 +114,8 @@ def option_declarations() -> Declarations:
             varying.add(name)
         if "expectations" in facts:
             expected[name] = facts["expectations"]
+        if isinstance(facts.get("placements"), list):
+            placed[name] = frozenset(map(str, facts["placements"]))
         problems[name] = trouble
         for option in declared:
             other = found.get(option.name)
@@ -116,7 +127,7 @@ def option_declarations() -> Declarations:
                 found.setdefault(option.name, option)
     bad = {k: tuple(v) for k, v in problems.items() if v}
     return Declarations(
-        tuple(found.values()), bad, frozenset(numbered), frozenset(varying), expected
+        tuple(found.values()), bad, frozenset(numbered), frozenset(varying), expected, placed
     )
 
 
@@ -189,7 +200,8 @@ def _tuple(value: Any) -> tuple[str, ...] | None:
 def _read_options(ep: EntryPoint) -> _Raw:
     """In the child: the factory's ``options`` as plain fields (or a problem, as text),
     and its facts: ``ordinals``, ``deterministic`` and, when the factory is an adapter
-    class that keeps the default ``expectations_file``, the path it gives (``expectations``)."""
+    class that keeps the default ``expectations_file``, the path it gives (``expectations``),
+    and its declared ``placements`` (a frozenset of names)."""
     try:
         factory = ep.load()
     except BaseException as exc:  # SystemExit at import included
@@ -206,6 +218,9 @@ def _read_options(ep: EntryPoint) -> _Raw:
     ):
         source = Path(inspect.getfile(factory)).resolve()
         facts["expectations"] = str(source.with_suffix(".expectations.yaml"))
+    placements = declared_placements(factory) if isinstance(factory, type) else None
+    if placements is not None and all(isinstance(p, str) for p in placements):
+        facts["placements"] = sorted(placements)
     if isinstance(declared, (str, bytes)) or not isinstance(declared, Sequence):
         return [f"options is a {type(declared).__name__}, not a sequence of OptionSpec"], facts
     result: list[dict[str, Any] | str] = []
@@ -271,6 +286,7 @@ def load(
         static = Path(known) if known is not None else None
         proxy = IsolatedAdapter(spec, entry, limits or HostLimits(), static)
         proxy.deterministic = selected.base not in option_declarations().varying
+        proxy.placements = option_declarations().placements.get(selected.base)
         return proxy
     try:
         factory = entry.load()

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from pytest_xtc.core.adapter import TargetAdapter, Tier
+from pytest_xtc.core.adapter import TargetAdapter, Tier, declared_placements
 from pytest_xtc.core.cases import graphs
 from pytest_xtc.core.cases.case import Case, case_bytes
 from pytest_xtc.core.cases.selectors import Traits
@@ -68,7 +68,8 @@ def run_case(
     if case.schedule.refused:  # XTC's own strategy could not make this schedule
         return _end(outcome, Status.NOT_SUPPORTED, Phase.CAPABILITIES, case.schedule.refused)
     try:
-        missing = adapter.capabilities().missing(case)
+        capabilities = adapter.capabilities()
+        missing = capabilities.missing(case)
     except Exception as exc:
         return _end(
             outcome,
@@ -77,6 +78,11 @@ def run_case(
             f"capabilities() raised {describe_failure(exc)}",
             _raised(exc),
         )
+    declared = declared_placements(adapter)  # what the cases were expanded by
+    if declared is not None and capabilities.placements != declared:
+        said = f"{sorted(capabilities.placements)} but its class declares {sorted(declared)}"
+        return _end(outcome, Status.FAILED, Phase.CAPABILITIES,
+                    f"{adapter.name}: capabilities() gives placements {said}")
     if missing:
         return _end(outcome, Status.NOT_SUPPORTED, Phase.CAPABILITIES, f"{adapter.name}: {missing}")
     over = _over_budget(case, settings)
