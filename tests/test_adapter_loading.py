@@ -24,7 +24,7 @@ from pytest_xtc.core.execution.runner import Settings, run_case
 from pytest_xtc.core.execution.suite import cases_for
 from pytest_xtc.core.outcome import Status
 from pytest_xtc.plugin import options
-from pytest_xtc.plugin.hosts import host_limits
+from pytest_xtc.plugin.session import host_limits
 from pytest_xtc.targets.host import HostTarget
 from tests.conftest import write_distribution
 

@@ -83,9 +83,6 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "xtc: a conformance case of the XTC suite")
     if not uses_xtc(config):
         return
-    from pytest_xtc.plugin import hosts
-
-    adapters = hosts.start(config)  # before the session's other modules are imported
     from pytest_xtc.plugin import session
 
-    session.configure(config, adapters)
+    session.configure(config)

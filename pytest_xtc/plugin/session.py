@@ -12,11 +12,11 @@ from pytest_xtc.core.adapter import TargetAdapter
 from pytest_xtc.core.cases import expectations
 from pytest_xtc.core.cases.case import CaseFileError, check_unique, load_case_paths
 from pytest_xtc.core.execution import registry
+from pytest_xtc.core.execution.remote import HostLimits, IsolatedAdapter
 from pytest_xtc.plugin import (
     benchmarking,
     collection,
     explore,
-    hosts,
     options,
     outcomes,
     reporting,
@@ -26,11 +26,23 @@ from pytest_xtc.plugin import (
 from pytest_xtc.plugin.terminal import OutcomeCollector
 
 
-def configure(config: pytest.Config, adapters: list[TargetAdapter]) -> None:
-    """The session of the selected targets' ``adapters`` (:func:`hosts.start`)."""
+def configure(config: pytest.Config) -> None:
     selection, explicit = options.selection(config)
-    values = options.adapter_settings(config)
+    adapters: list[TargetAdapter] = []
     try:
+        values = options.adapter_settings(config)
+        for option in registry.adapter_options():
+            value = values[option.name]
+            problem = value is not None and option.problem(value)
+            if problem:
+                raise registry.SelectionError(problem)
+        isolate = not config.getoption("xtc_no_isolation")
+        limits = host_limits(config.getoption("xtc_probe_timeout"))
+        adapters = registry.resolve(selection, values, isolate=isolate, limits=limits)
+        if not _xdist_controller(config):  # hosts load XTC while the rest is set up
+            for adapter in adapters:
+                if isinstance(adapter, IsolatedAdapter):
+                    adapter.warm()
         if not config.getoption("xtc_ignore_expectations"):
             for adapter in adapters:
                 path = adapter.expectations_file()
@@ -48,7 +60,9 @@ def configure(config: pytest.Config, adapters: list[TargetAdapter]) -> None:
         settings = options.settings(config)
     except (registry.SelectionError, CaseFileError, expectations.ExpectationFileError,
             ValueError) as exc:
-        hosts.stop(adapters)  # warmed hosts end with the refused session
+        for adapter in adapters:  # warmed hosts end with the refused session
+            if isinstance(adapter, IsolatedAdapter):
+                adapter.stop()
         raise pytest.UsageError(str(exc)) from None
     config.stash[state.KEY] = state.XtcSession(
         selection,
@@ -69,6 +83,22 @@ def configure(config: pytest.Config, adapters: list[TargetAdapter]) -> None:
     reporting.configure(config)
     if explicit or user_cases or config.getoption("xtc_case"):
         collection.add_suite_to_args(config)
+
+
+def _xdist_controller(config: pytest.Config) -> bool:
+    """Whether this process hands the cases to xdist workers (and runs none itself)."""
+    if hasattr(config, "workerinput"):
+        return False
+    return bool(config.getoption("numprocesses", None)) or config.getoption("dist", "no") != "no"
+
+
+def host_limits(probe_s: float | None) -> HostLimits:
+    """The adapter hosts' limits: ``--xtc-probe-timeout`` bounds probing an adapter and
+    each of its queries (capabilities...), and loading it when longer than the default."""
+    if probe_s is None:
+        return HostLimits()
+    load = max(HostLimits.load, probe_s)
+    return HostLimits(load=load, probe=probe_s, query=min(HostLimits.query, probe_s))
 
 
 def _check_writable(folder: str | None) -> None:
