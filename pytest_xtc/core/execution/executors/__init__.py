@@ -8,7 +8,8 @@
 :func:`executor_for` is the one place that chooses. An executor's ``run`` returns the
 :class:`~pytest_xtc.core.execution.work.Work` or raises
 :class:`~pytest_xtc.core.execution.isolation.ChildFailure`; ``shared`` says whether the
-operands it is given should lie in shared memory (they then cross without a copy).
+output placeholders it is given should lie in shared memory (they then cross without a
+copy; inputs are copied into it once, on their way).
 """
 
 from __future__ import annotations
