@@ -15,6 +15,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -41,7 +42,7 @@ CASES = [
 
 
 def measure(family: str, params: tuple[int, ...], schedule: Schedule, dtype: str,
-            workdir: Path) -> dict[str, float]:
+            workdir: Path) -> dict[str, Any]:
     graph, shape = FAMILIES[family](*params, dtype=dtype)
     case = Case(family, dtype, shape, schedule, graph)
     host = HostTarget(TargetSpec("host", "host"))

@@ -5,13 +5,16 @@ the first call's inputs (the suite's timed call, a single one at ``--xtc-repeat=
 checked against that call's reference.
 
 What a user would write by hand to do the suite's work; the benchmark compares the plugin
-against it. ``--one``: the first case alone (start-up costs).
+against it. ``--one``: the first case alone (start-up costs). ``--kept-runtime``: XTC's
+host runtime taken from the suite's cache as the plugin takes it (core/execution/
+runtime_cache.py), so that a comparison shows the plugin's own cost alone.
 """
 
 from __future__ import annotations
 
 import sys
 import tempfile
+from typing import Any
 
 import numpy as np
 
@@ -20,7 +23,7 @@ from pytest_xtc.core.execution.xtc_env import bootstrap
 CALLS = 2  # fresh-input calls per case, as the suite makes (core/execution/runner.CALLS)
 
 SHAPES = [(13, 11, 7), (31, 37, 29), (33, 65, 17), (64, 64, 64)]
-SCHEDULES = {
+SCHEDULES: dict[str, list[tuple[Any, ...]]] = {
     "none": [],
     "tile": [("tile", "i", {"i1": 4}), ("tile", "j", {"j1": 16})],
     "tile+interchange": [
@@ -51,6 +54,11 @@ def main() -> int:
     bootstrap()  # the OpenMP runtime, as any XTC user on this machine needs
     import xtc.graphs.xtc.op as O
     from xtc.backends.mlir import Backend
+
+    if "--kept-runtime" in sys.argv:
+        from pytest_xtc.core.execution import runtime_cache
+
+        runtime_cache.install()
 
     workdir = tempfile.mkdtemp()
     for n, ((i, j, k), (name, steps)) in enumerate(

@@ -27,6 +27,7 @@ import numpy as np
 from pytest_xtc.core.adapter import ONCE, RunResult, Timing
 from pytest_xtc.core.cases import graphs
 from pytest_xtc.core.cases.case import DEVICE, Case
+from pytest_xtc.core.execution import runtime_cache
 from pytest_xtc.core.execution.placement import SOURCE_IR
 from pytest_xtc.core.execution.scheduling import (  # noqa: F401  (adapters call them through xtc_env)
     GraphScheduler,
@@ -73,12 +74,14 @@ def versions(*names: str) -> dict[str, str]:
 
 
 def import_mlir_backend() -> Any:
-    """``xtc.backends.mlir`` with OpenMP in place; raises ImportError with the cause."""
+    """``xtc.backends.mlir`` with OpenMP in place, XTC's host runtime built through the
+    suite's cache (runtime_cache); raises ImportError with the cause."""
     bootstrap()
     try:
         import xtc.backends.mlir as mlir_backend
     except AssertionError as exc:  # XTC asserts when libomp is missing
         raise ImportError(f"XTC's MLIR backend cannot load: {exc}") from exc
+    runtime_cache.install()
     return mlir_backend
 
 
