@@ -65,6 +65,15 @@ class StuckProbe(HostTarget):
 
 SELECT = "(relu-float32-5x7 or matmul-float32-13x11x7) and not exact"
 
+#: pytest as started from a terminal, where Ctrl-C is not ignored: a command started in the
+#: background of a non-interactive shell (``cmd &``, as CI scripts do) inherits SIGINT
+#: ignored, and Python then leaves it ignored; these tests send it all the same.
+PYTEST_AT_A_TERMINAL = [
+    sys.executable, "-c",
+    "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "sys.argv[0] = 'pytest'; runpy.run_module('pytest', run_name='__main__', alter_sys=True)",
+]
+
 
 def selected_count() -> int:
     """How many built-in cases SELECT picks (the catalog's schedules may grow)."""
@@ -130,7 +139,7 @@ def test_ctrl_c_stops_the_session_with_status_2_and_an_interrupted_bundle(
            {"chaos_adapter": CHAOS.format(mark=mark)})
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--xtc-target=slow",
+        [*PYTEST_AT_A_TERMINAL, "-p", "no:cacheprovider", "--xtc-target=slow",
          "-k", "matmul-float32-13x11x7 and not exact", "--xtc-run-timeout=60",
          "--xtc-report=bundle"],
         cwd=pytester.path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -155,6 +164,121 @@ def test_ctrl_c_stops_the_session_with_status_2_and_an_interrupted_bundle(
     assert "run interrupted (KeyboardInterrupt)" in said, said
     assert not re.search(r": conformant", said), said
     assert not gone(mark, str(pytester.path)), "processes left behind"
+
+
+#: Ctrl-C as it lands at one exact point: once the second case's fixtures are set up, before
+#: its setup is reported (a plugin's hook, deterministic, unlike a signal's timing).
+CTRL_C_IN_SETUP = """
+import pytest
+
+seen = []
+
+@pytest.hookimpl(wrapper=True)
+def pytest_fixture_setup(fixturedef, request):
+    result = yield
+    if fixturedef.argname == "xtc_outcome":
+        seen.append(request.node.nodeid)
+        if len(seen) == 2:
+            raise KeyboardInterrupt
+    return result
+"""
+
+
+def test_ctrl_c_during_a_cases_setup_ends_with_status_2_and_no_error(run, pytester) -> None:
+    """Before: the work directory came from pytest's ``tmp_path``, whose teardown reads a
+    result pytest stores only once the setup is reported: the session ended with a
+    KeyError and status 1."""
+    pytester.makepyfile(ctrl_c_in_setup=CTRL_C_IN_SETUP)
+    result = run("-p", "ctrl_c_in_setup", "--xtc-target=host", "-k",
+                 "matmul-float32-13x11x7 and not exact", "--xtc-report=bundle")
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.INTERRUPTED, out
+    assert "KeyError" not in out and "INTERNALERROR" not in out, out
+    verify = subprocess.run([sys.executable, "-m", "pytest_xtc.cli", "verify",
+                             str(pytester.path / "bundle")], capture_output=True, text=True,
+                            timeout=120, check=False)
+    assert "run interrupted (KeyboardInterrupt)" in verify.stdout + verify.stderr
+
+
+#: A Ctrl-C that Python raises inside a finalizer, where it is only printed as ignored
+#: (pytest turns it into a warning): as the second case starts to wait on its worker.
+CTRL_C_SWALLOWED = """
+import os, signal, weakref
+import pytest
+
+seen = []
+
+class Anything:
+    pass
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    seen.append(item.nodeid)
+    if len(seen) == 2:
+        thing = Anything()
+        weakref.finalize(thing, os.kill, os.getpid(), signal.SIGINT)
+        del thing  # the finalizer runs now; its KeyboardInterrupt goes nowhere
+    return (yield)
+"""
+
+#: An adapter run in pytest's own process that catches the Ctrl-C and goes on.
+SWALLOWS = """
+import pathlib, time
+from pytest_xtc.targets.host import HostTarget
+
+class Swallows(HostTarget):
+    def run(self, artifact, inputs, outputs, timing=None):
+        pathlib.Path("running").write_text("")
+        try:
+            while True:
+                time.sleep(0.05)
+        except BaseException:
+            pass
+        return super().run(artifact, inputs, outputs)
+"""
+
+
+def test_a_ctrl_c_swallowed_in_a_finalizer_still_ends_the_session(vendor, pytester) -> None:
+    """Before: the second case ran out its 30 s limit, then the next ones theirs."""
+    mark = f"xtc-chaos-swallowed-{os.getpid()}"
+    vendor("chaos_xtc", {"slow": "chaos_adapter:HangsAfterFirst"},
+           {"chaos_adapter": CHAOS.format(mark=mark)})
+    pytester.makepyfile(ctrl_c_swallowed=CTRL_C_SWALLOWED)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
+    start = time.monotonic()
+    done = subprocess.run(
+        [*PYTEST_AT_A_TERMINAL, "-p", "no:cacheprovider", "-p", "ctrl_c_swallowed",
+         "--xtc-target=slow", "-k", "matmul-float32-13x11x7 and not exact",
+         "--xtc-run-timeout=30"],
+        cwd=pytester.path, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL,
+        timeout=300, check=False,
+    )
+    out = done.stdout + done.stderr
+    assert done.returncode == pytest.ExitCode.INTERRUPTED, out
+    assert time.monotonic() - start < 25, out
+    assert not gone(mark, str(pytester.path)), "processes left behind"
+
+
+def test_a_ctrl_c_an_in_process_adapter_swallows_still_ends_the_session(vendor,
+                                                                        pytester) -> None:
+    """Before: the case passed and the session ran on."""
+    vendor("swallows_xtc", {"swallows": "swallows_adapter:Swallows"},
+           {"swallows_adapter": SWALLOWS})
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
+    proc = subprocess.Popen(
+        [*PYTEST_AT_A_TERMINAL, "-p", "no:cacheprovider", "--xtc-target=swallows",
+         "-k", "matmul-float32-13x11x7 and not exact", "--xtc-no-isolation", "-rA"],
+        cwd=pytester.path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL, text=True,
+    )
+    running = pytester.path / "running"
+    deadline = time.monotonic() + 120
+    while not running.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 2, out
+    assert "PASSED" not in out, out  # the interrupted case has no verdict
 
 
 def test_a_second_writer_of_one_report_directory_is_refused(pytester) -> None:

@@ -7,6 +7,7 @@ The fixture only prepares the case: its compilation and run happen in the test's
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ import pytest
 from pytest_xtc.core.adapter import TargetAdapter
 from pytest_xtc.core.cases import expectations
 from pytest_xtc.core.cases.case import Case
+from pytest_xtc.core.execution import interrupts
 from pytest_xtc.core.execution.executors import interrupted
 from pytest_xtc.core.execution.runner import run_case
 from pytest_xtc.core.limits import DEFAULT_MAX_CASE_BYTES
@@ -73,10 +75,15 @@ class PendingCase:
 
 @pytest.fixture
 def xtc_outcome(
-    request: pytest.FixtureRequest, xtc_adapter: TargetAdapter, xtc_case: Case, tmp_path: Path
+    request: pytest.FixtureRequest, xtc_adapter: TargetAdapter, xtc_case: Case,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> PendingCase:
-    """The case on its target, run by :func:`conclude` in the test's call."""
-    return PendingCase(request, xtc_adapter, xtc_case, tmp_path)
+    """The case on its target, run by :func:`conclude` in the test's call. Its work
+    directory is made from ``tmp_path_factory`` as ``tmp_path`` makes one, without
+    ``tmp_path``'s teardown: that reads a result pytest stores only once the setup is
+    reported, so a Ctrl-C during a case's setup ended the session with a KeyError."""
+    name = re.sub(r"\W", "_", request.node.name)[:30]
+    return PendingCase(request, xtc_adapter, xtc_case, tmp_path_factory.mktemp(name))
 
 
 @pytest.fixture
@@ -85,6 +92,11 @@ def xtc_verdict(
 ) -> Callable[[], None]:
     """Runs the case and turns its outcome into the test's verdict, in the test's call."""
     return partial(conclude, request, xtc_adapter, xtc_outcome)
+
+
+def pytest_keyboard_interrupt() -> None:
+    """The session is ending for a Ctrl-C: no wait raises it again (interrupts.check)."""
+    interrupts.taken()
 
 
 @pytest.hookimpl(wrapper=True)

@@ -11,7 +11,7 @@ import pytest
 from pytest_xtc.core.adapter import TargetAdapter
 from pytest_xtc.core.cases import expectations
 from pytest_xtc.core.cases.case import CaseFileError, check_unique, load_case_paths
-from pytest_xtc.core.execution import registry
+from pytest_xtc.core.execution import interrupts, registry
 from pytest_xtc.core.execution.remote import HostLimits, IsolatedAdapter
 from pytest_xtc.plugin import (
     benchmarking,
@@ -74,6 +74,8 @@ def configure(config: pytest.Config) -> None:
         case_ids=frozenset(options.case_ids(config.getoption("xtc_case"))),
         settings=settings,
     )
+    if interrupts.install():  # a Ctrl-C swallowed by a finalizer or an adapter still counts
+        config.add_cleanup(interrupts.uninstall)
     collection.register_markers(config)
     for module in (collection, outcomes, benchmarking):
         config.pluginmanager.register(module, f"xtc-{module.__name__.rpartition('.')[2]}-hooks")

@@ -42,7 +42,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, BinaryIO, TypeVar
 
-from pytest_xtc.core.execution import transfer
+from pytest_xtc.core.execution import interrupts, transfer
 from pytest_xtc.core.execution.containment import kill_tree
 from pytest_xtc.core.execution.serving import (
     ACK,
@@ -73,6 +73,7 @@ __all__ = [
 T = TypeVar("T")
 OUTPUT_TAIL = 800  # characters of the child's last output quoted in a failure
 TRANSFER_S = 300.0  # its limit, a backstop: a GiB moves in about a second
+INTERRUPT_S = 0.25  # how often a wait looks for a Ctrl-C swallowed elsewhere
 
 
 class ChildFailure(Exception):
@@ -256,7 +257,8 @@ class Worker:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise self._timeout(phase, limits.get(phase, TRANSFER_S))
-            ready, _, _ = select.select([self.replies], [], [], remaining)
+            ready, _, _ = select.select([self.replies], [], [], min(remaining, INTERRUPT_S))
+            interrupts.check()  # a Ctrl-C swallowed elsewhere still ends the wait
             if not ready:
                 continue
             chunk = os.read(self.replies, 1 << 20)

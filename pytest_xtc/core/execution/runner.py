@@ -22,7 +22,7 @@ from pytest_xtc.core.adapter import TargetAdapter, Tier, declared_placements
 from pytest_xtc.core.cases import graphs
 from pytest_xtc.core.cases.case import Case, case_bytes
 from pytest_xtc.core.cases.selectors import Traits
-from pytest_xtc.core.execution import isolation, order, perf, transfer
+from pytest_xtc.core.execution import interrupts, isolation, order, perf, transfer
 from pytest_xtc.core.execution.executors import executor_for
 from pytest_xtc.core.execution.settings import Settings
 from pytest_xtc.core.execution.work import (
@@ -110,6 +110,7 @@ def run_case(
     request = WorkRequest(case, workdir, inputs, outputs, execute, settings, input_sets[1:])
     try:
         done: Work = executor.run(request, limits)
+        interrupts.check()  # a Ctrl-C an in-process adapter swallowed: no verdict
     except isolation.ChildFailure as exc:
         phase = exc.phase if exc.phase in {p.value for p in Phase} else Phase.COMPILE.value
         status = Status.ERROR if phase in (Phase.COMPILE, Phase.WAIT_DEVICE) else Status.FAILED

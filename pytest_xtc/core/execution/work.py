@@ -31,7 +31,7 @@ from pytest_xtc.core.adapter import ONCE, InfrastructureError, RunResult, Target
 from pytest_xtc.core.cases import graphs, values
 from pytest_xtc.core.cases.case import Case
 from pytest_xtc.core.cases.schedule_rules import INVALID_CASE, InvalidSchedule
-from pytest_xtc.core.execution import guard, placement, transfer
+from pytest_xtc.core.execution import guard, interrupts, placement, transfer
 from pytest_xtc.core.execution.serving import TRANSFER
 from pytest_xtc.core.execution.settings import Settings
 from pytest_xtc.core.outcome import Failure, FailureKind, Phase
@@ -239,12 +239,15 @@ def _call_all(call: Callable[..., tuple[Call, RunResult]], request: WorkRequest,
     then the timed one on the first set, whose outputs (those of the last timed kernel
     call) are checked like the others. Returns the timed call's times."""
     inputs, outputs, settings = request.inputs, request.outputs, request.settings
+    interrupts.check()  # before each call: an adapter in this process may catch Ctrl-C
     start = time.perf_counter()
     first, _ = call(inputs, outputs, ONCE)
     done.run_s = time.perf_counter() - start
     done.calls = [first]
     for more in request.more:
+        interrupts.check()
         done.calls.append(call(more, outputs, ONCE)[0])
+    interrupts.check()
     timed, result = call(inputs, outputs, settings.timing)
     timed.timed = True
     done.calls.append(timed)
