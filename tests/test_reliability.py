@@ -153,7 +153,10 @@ def test_ctrl_c_stops_the_session_with_status_2_and_an_interrupted_bundle(
         time.sleep(0.2)
     time.sleep(2)  # the hanging case is now in its run
     proc.send_signal(signal.SIGINT)
-    out, _ = proc.communicate(timeout=60)
+    try:
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        proc.kill()  # one left running would hold a core for good
     assert proc.returncode == 2, out
     assert "KeyError" not in out and "INTERNALERROR" not in out, out
     verify = subprocess.run([sys.executable, "-m", "pytest_xtc.cli", "verify",
@@ -276,7 +279,10 @@ def test_a_ctrl_c_an_in_process_adapter_swallows_still_ends_the_session(vendor,
     while not running.exists() and time.monotonic() < deadline:
         time.sleep(0.1)
     proc.send_signal(signal.SIGINT)
-    out, _ = proc.communicate(timeout=60)
+    try:
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        proc.kill()  # one left running would hold a core for good
     assert proc.returncode == 2, out
     assert "PASSED" not in out, out  # the interrupted case has no verdict
 
