@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -75,6 +76,26 @@ PYTEST_AT_A_TERMINAL = [
 ]
 
 
+def start_pytest(cwd: Path, *args: str) -> subprocess.Popen[str]:
+    """pytest started as from a terminal in ``cwd``, not marked as an xdist worker, its
+    output (stderr included) kept for :func:`ctrl_c`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
+    return subprocess.Popen(
+        [*PYTEST_AT_A_TERMINAL, "-p", "no:cacheprovider", *args], cwd=cwd, env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
+    )
+
+
+def ctrl_c(proc: subprocess.Popen[str]) -> str:
+    """Send one SIGINT to ``proc``; its output once it has ended (TimeoutExpired after
+    60 s, and the process killed: one left running would hold a core for good)."""
+    proc.send_signal(signal.SIGINT)
+    try:
+        return proc.communicate(timeout=60)[0]
+    finally:
+        proc.kill()
+
+
 def selected_count() -> int:
     """How many built-in cases SELECT picks (the catalog's schedules may grow)."""
     from pytest_xtc.conformance import builtin_cases
@@ -137,14 +158,9 @@ def test_ctrl_c_stops_the_session_with_status_2_and_an_interrupted_bundle(
     mark = f"xtc-chaos-int-{os.getpid()}"
     vendor("chaos_xtc", {"slow": "chaos_adapter:HangsAfterFirst"},
            {"chaos_adapter": CHAOS.format(mark=mark)})
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
-    proc = subprocess.Popen(
-        [*PYTEST_AT_A_TERMINAL, "-p", "no:cacheprovider", "--xtc-target=slow",
-         "-k", "matmul-float32-13x11x7 and not exact", "--xtc-run-timeout=60",
-         "--xtc-report=bundle"],
-        cwd=pytester.path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL, text=True,
-    )
+    proc = start_pytest(pytester.path, "--xtc-target=slow", "-k",
+                        "matmul-float32-13x11x7 and not exact", "--xtc-run-timeout=60",
+                        "--xtc-report=bundle")
     results = pytester.path / "bundle" / "results.jsonl"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:  # wait until a case has finished before the hang
@@ -152,11 +168,7 @@ def test_ctrl_c_stops_the_session_with_status_2_and_an_interrupted_bundle(
             break
         time.sleep(0.2)
     time.sleep(2)  # the hanging case is now in its run
-    proc.send_signal(signal.SIGINT)
-    try:
-        out, _ = proc.communicate(timeout=60)
-    finally:
-        proc.kill()  # one left running would hold a core for good
+    out = ctrl_c(proc)
     assert proc.returncode == 2, out
     assert "KeyError" not in out and "INTERNALERROR" not in out, out
     verify = subprocess.run([sys.executable, "-m", "pytest_xtc.cli", "verify",
@@ -247,17 +259,14 @@ def test_a_ctrl_c_swallowed_in_a_finalizer_still_ends_the_session(vendor, pytest
     vendor("chaos_xtc", {"slow": "chaos_adapter:HangsAfterFirst"},
            {"chaos_adapter": CHAOS.format(mark=mark)})
     pytester.makepyfile(ctrl_c_swallowed=CTRL_C_SWALLOWED)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
     start = time.monotonic()
-    done = subprocess.run(
-        [*PYTEST_AT_A_TERMINAL, "-p", "no:cacheprovider", "-p", "ctrl_c_swallowed",
-         "--xtc-target=slow", "-k", "matmul-float32-13x11x7 and not exact",
-         "--xtc-run-timeout=30"],
-        cwd=pytester.path, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL,
-        timeout=300, check=False,
-    )
-    out = done.stdout + done.stderr
-    assert done.returncode == pytest.ExitCode.INTERRUPTED, out
+    proc = start_pytest(pytester.path, "-p", "ctrl_c_swallowed", "--xtc-target=slow", "-k",
+                        "matmul-float32-13x11x7 and not exact", "--xtc-run-timeout=30")
+    try:
+        out = proc.communicate(timeout=300)[0]
+    finally:
+        proc.kill()
+    assert proc.returncode == pytest.ExitCode.INTERRUPTED, out
     assert time.monotonic() - start < 25, out
     assert not gone(mark, str(pytester.path)), "processes left behind"
 
@@ -267,22 +276,13 @@ def test_a_ctrl_c_an_in_process_adapter_swallows_still_ends_the_session(vendor,
     """Before: the case passed and the session ran on."""
     vendor("swallows_xtc", {"swallows": "swallows_adapter:Swallows"},
            {"swallows_adapter": SWALLOWS})
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
-    proc = subprocess.Popen(
-        [*PYTEST_AT_A_TERMINAL, "-p", "no:cacheprovider", "--xtc-target=swallows",
-         "-k", "matmul-float32-13x11x7 and not exact", "--xtc-no-isolation", "-rA"],
-        cwd=pytester.path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL, text=True,
-    )
+    proc = start_pytest(pytester.path, "--xtc-target=swallows", "-k",
+                        "matmul-float32-13x11x7 and not exact", "--xtc-no-isolation", "-rA")
     running = pytester.path / "running"
     deadline = time.monotonic() + 120
     while not running.exists() and time.monotonic() < deadline:
         time.sleep(0.1)
-    proc.send_signal(signal.SIGINT)
-    try:
-        out, _ = proc.communicate(timeout=60)
-    finally:
-        proc.kill()  # one left running would hold a core for good
+    out = ctrl_c(proc)
     assert proc.returncode == 2, out
     assert "PASSED" not in out, out  # the interrupted case has no verdict
 

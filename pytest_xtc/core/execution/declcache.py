@@ -116,13 +116,19 @@ def store(found: Mapping[str, Any], name: str = FILE_NAME) -> None:
     kept = dict(list(entries.items())[-MAX_ENTRIES:])
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}-", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w") as out:
-                json.dump(kept, out)
-            os.replace(temporary, path)
-        except BaseException:
-            os.unlink(temporary)
-            raise
+        replace_whole(path, json.dumps(kept).encode())
     except OSError:
         pass
+
+
+def replace_whole(path: Path, data: bytes) -> None:
+    """Replace ``path`` by ``data`` through a temporary file renamed over it, so that a
+    concurrent reader sees the old file or the new one, never half of one."""
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as stream:
+            stream.write(data)
+        os.replace(temporary, path)
+    except BaseException:
+        os.unlink(temporary)
+        raise

@@ -25,7 +25,6 @@ import os
 import platform
 import shutil
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -104,25 +103,14 @@ def _fetch(library: Path, out: str) -> bool:
     return True
 
 
-def _replace(path: Path, data: bytes) -> None:
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as stream:
-            stream.write(data)
-        os.replace(temporary, path)
-    except BaseException:
-        os.unlink(temporary)
-        raise
-
-
 def _keep(built: str, library: Path) -> None:
     """Keep the library just built; errors ignored (the cache is an optimisation)."""
     try:
         data = Path(built).read_bytes()
         library.parent.mkdir(parents=True, exist_ok=True)
-        _replace(library, data)
+        declcache.replace_whole(library, data)
         record = {"sha256": hashlib.sha256(data).hexdigest()}
-        _replace(library.with_suffix(".json"), json.dumps(record).encode())
+        declcache.replace_whole(library.with_suffix(".json"), json.dumps(record).encode())
     except OSError:
         pass
 

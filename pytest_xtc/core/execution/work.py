@@ -130,6 +130,7 @@ def call_kernel(
     allocated by ``empty`` (shared memory in a worker: they go back without a copy).
     ``report`` is told ``run`` as the adapter's run starts, ``transfer`` as it ends: the
     run limit times the target's work, not the copies around it."""
+    interrupts.check()  # an adapter in this process may have caught the last Ctrl-C
     if not guarded:
         ins = [a.copy() for a in inputs]
         outs = [_unwritten(o.shape, o.dtype, empty) for o in like]
@@ -239,15 +240,12 @@ def _call_all(call: Callable[..., tuple[Call, RunResult]], request: WorkRequest,
     then the timed one on the first set, whose outputs (those of the last timed kernel
     call) are checked like the others. Returns the timed call's times."""
     inputs, outputs, settings = request.inputs, request.outputs, request.settings
-    interrupts.check()  # before each call: an adapter in this process may catch Ctrl-C
     start = time.perf_counter()
     first, _ = call(inputs, outputs, ONCE)
     done.run_s = time.perf_counter() - start
     done.calls = [first]
     for more in request.more:
-        interrupts.check()
         done.calls.append(call(more, outputs, ONCE)[0])
-    interrupts.check()
     timed, result = call(inputs, outputs, settings.timing)
     timed.timed = True
     done.calls.append(timed)
