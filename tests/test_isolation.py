@@ -328,6 +328,32 @@ def test_an_isolated_adapter_runs_in_another_process(tmp_path, monkeypatch) -> N
         adapter.stop()
 
 
+def test_each_outcome_says_how_long_its_operands_took_to_move(tmp_path) -> None:
+    """The real host, in process (nothing moved: None), in a worker forked here and in its
+    isolated host's worker (two ways: both counted): the seconds its operands and
+    results spent moving, a part of the case's time."""
+    from pytest_xtc.targets.host import HostTarget
+
+    case = matmul(64, 48, 32)
+    entry = EntryPoint("host", "pytest_xtc.targets.host:HostTarget", registry.GROUP)
+    hosted = IsolatedAdapter(TargetSpec("host", "host"), entry)
+    here = HostTarget(TargetSpec("host", "host"))
+    try:
+        seen = {}
+        for name, adapter, isolate in [("inline", here, False), ("forked", here, True),
+                                       ("hosted", hosted, True)]:
+            start = time.perf_counter()
+            outcome = run_case(adapter, case, tmp_path / name, Settings(isolate=isolate,
+                                                                        perf=False))
+            seen[name] = (outcome.status, outcome.transfer_s, time.perf_counter() - start)
+    finally:
+        hosted.stop()
+    assert seen["inline"][:2] == (Status.PASSED, None)
+    for name in ("forked", "hosted"):
+        status, moved, whole = seen[name]
+        assert status is Status.PASSED and moved is not None and 0 < moved < whole, seen
+
+
 @pytest.fixture
 def vendors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """Entry points of fake distributions under tmp_path, seen by the registry."""

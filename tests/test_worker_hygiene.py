@@ -54,6 +54,31 @@ def test_large_operands_cross_both_ways_untimed() -> None:
     assert sent[0] == 0.0 and back[0].flags.writeable
 
 
+def test_the_time_spent_moving_a_call_is_measured_apart_from_its_work() -> None:
+    """``moved_s`` counts the request's way in and the reply's way out, not the handler's
+    work between them: a handler sleeping 1 s moves 64 MB each way in well under it,
+    and moving more takes longer than moving nothing."""
+
+    def slow_echo(request: Any, report: isolation.Report) -> Any:
+        report("x")
+        time.sleep(1.0)
+        return request
+
+    heap = np.full(16 * MB, 7.0, dtype=np.float32)  # written into a new file each way
+    worker = isolation.Worker(slow_echo)
+    try:
+        worker.call(None, {"x": 5.0}, "x")
+        nothing = worker.moved_s
+        start = time.perf_counter()
+        back = worker.call(heap, {"x": 5.0}, "x")
+        whole = time.perf_counter() - start
+        assert back.sum() == heap.sum()  # touched on this side: its way is paid
+        moved = worker.moved_s
+    finally:
+        worker.stop()
+    assert 0 < nothing < moved < whole - 0.9
+
+
 def test_several_arrays_written_into_one_file_each_arrive_whole() -> None:
     """Arrays of this process's own memory, of different sizes, share one new file on the
     way (each at its offset): each comes back with its own shape and bytes (the receiver

@@ -106,6 +106,9 @@ class Outcome:
     worst_ratio: float | None = None
     compile_s: float = 0.0
     run_s: float = 0.0
+    #: Seconds moving the case's operands to the worker and its results back, its
+    #: tidying included (None: run in the pytest process): what isolation costs.
+    transfer_s: float | None = None
     times: list[float] = field(default_factory=list)
     output_digest: str | None = None  # SHA-256 of the first call's outputs (reruns)
     perf: dict[str, Any] | None = None  # a passed case's performance record (perf.py)

@@ -65,6 +65,7 @@ class CaseRecord(Part):
     worst_ratio: float | str | None = None  # largest error / tolerance of the outputs
     compile_s: float | str | None = None
     run_s: float | str | None = None
+    transfer_s: float | str | None = None  # moving operands to a worker and back
     times: tuple[float | str, ...] | None = None  # each kernel call's seconds
     output_digest: str | None = None  # SHA-256 of the first call's outputs (reruns)
     perf: Mapping[str, Any] | None = None  # a passed case's performance record (perf.py)
@@ -82,7 +83,8 @@ class CaseRecord(Part):
         "target": STR, "case": STR, "status": STR, "phase": optional(STR),
         "message": optional(STR), "tier": optional(STR), "seed": optional(INT),
         "worst_ratio": optional(NUMBER), "compile_s": optional(NUMBER),
-        "run_s": optional(NUMBER), "times": optional(list_of(NUMBER)),
+        "run_s": optional(NUMBER), "transfer_s": optional(NUMBER),
+        "times": optional(list_of(NUMBER)),
         "output_digest": optional(STR), "perf": optional(OBJECT),
         "guarded": optional(BOOL), "calls": optional(INT),
         "precision": optional(OBJECT), "traits": optional(OBJECT),

@@ -123,8 +123,12 @@ class Worker:
         self.requests = self.replies = self.lifeline = -1
         self.log: BinaryIO | None = None
         self.notes: tuple[str, ...] = ()  # the last call's notes
+        #: The last call's seconds moving its request in and its reply out (packing,
+        #: the pipe, mapping; the child's tidying after it), not the handler's work.
+        self.moved_s = 0.0
         self._renewing = False
         self._stopper: int | None = None  # the thread that last stopped the child
+        self._sent_at = 0.0
 
     def call(
         self,
@@ -145,6 +149,8 @@ class Worker:
         self.log.seek(0)
         self.log.truncate()
         self.notes = ()
+        self.moved_s = 0.0
+        self._sent_at = time.perf_counter()
         ident = next(_ids)
         packed = transfer.pack((ident, first_phase, request))
         try:
@@ -248,6 +254,7 @@ class Worker:
     ) -> Message:
         """Follow the child ``pid``'s phase reports under their limits until its reply."""
         phase, buffer = TRANSFER, bytearray()
+        since, arrived = self._sent_at, False  # when the last message came (or the request went)
         if on_phase is not None:
             on_phase(phase)
         deadline = time.monotonic() + limits.get(phase, TRANSFER_S)
@@ -271,10 +278,15 @@ class Worker:
                 del buffer[: 8 + size]
                 if message.id != ident:  # a stale reply: never this call's
                     continue
+                now = time.perf_counter()
                 if message.kind != "phase":
+                    if phase == TRANSFER:  # reported as the handler returned: the reply's way
+                        self.moved_s += now - since
                     return message
+                if not arrived:  # the child's first report: its inputs are in place
+                    self.moved_s, arrived = self.moved_s + now - since, True
                 packed.close()  # the child has its inputs
-                phase = str(message.value)
+                phase, since = str(message.value), now
                 if phase not in limits and phase != TRANSFER:
                     raise ChildFailure(phase, f"the child reported an unknown phase {phase!r}")
                 deadline = time.monotonic() + limits.get(phase, TRANSFER_S)

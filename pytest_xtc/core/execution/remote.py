@@ -206,7 +206,9 @@ class IsolatedAdapter(TargetAdapter):
         backstop = {LOAD: self.limits.load, **{p: s + self.limits.grace for p, s in limits.items()}}
         try:
             request = ("case", request, dict(limits), first_phase)
-            return self._host.call(request, backstop, LOAD, on_phase)
+            done = self._host.call(request, backstop, LOAD, on_phase)
+            done.moved_s = (done.moved_s or 0.0) + self._host.moved_s  # both hops
+            return done
         except isolation.ChildFailure as exc:
             if exc.phase == LOAD:
                 self.broken = _cause(exc)
@@ -267,6 +269,7 @@ def _host_handler(
         report(first_phase)
         done = inner.call(work, limits, first_phase, on_phase=report)
         done.notes += inner.notes
+        done.moved_s = inner.moved_s
         return done
 
     return handle

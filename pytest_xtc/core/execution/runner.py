@@ -145,6 +145,7 @@ def _judge(
 ) -> Outcome:
     """The outcome of the target's work ``done``: its failure, or its results checked."""
     outcome.compile_s, outcome.run_s, outcome.times = done.compile_s, done.run_s, done.times
+    outcome.transfer_s = done.moved_s
     if done.failure:
         status = Status.ERROR if done.infrastructure else Status.FAILED
         if done.phase == Phase.SCHEDULE:

@@ -62,6 +62,7 @@ class Work:
     infrastructure: bool = False
     compile_s: float = 0.0
     run_s: float = 0.0
+    moved_s: float | None = None  # moving operands to a worker and back (None: in process)
     times: list[float] = field(default_factory=list)
     calls: list[Call] = field(default_factory=list)  # one per input set, then the timed one
     second: list[np.ndarray] | None = None  # outputs of the repeat-check run (the timed one)

@@ -30,6 +30,7 @@ class ForkedExecutor:
             self.worker = isolation.Worker(handler, worker_memory_limit(self.adapter))
         done: Work = self.worker.call(request, limits, Phase.COMPILE.value, self._enter)
         done.notes += self.worker.notes
+        done.moved_s = self.worker.moved_s
         return done
 
     def _enter(self, phase: str) -> None:
