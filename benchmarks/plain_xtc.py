@@ -46,6 +46,29 @@ SCHEDULES: dict[str, list[tuple[Any, ...]]] = {
 }
 
 
+def checked_calls(module: Any, shape: tuple[int, int, int], seed: int) -> str:
+    """The suite's kernel calls of one compiled matmul ``shape`` (i, j, k): ``CALLS``
+    on fresh inputs, then one more on the first inputs, each checked against numpy.
+    Returns what failed, or ""."""
+    i, j, k = shape
+    references = []
+    for call in range(CALLS + 1):  # the last: the timed call, on the first inputs
+        if call < CALLS:
+            rng = np.random.default_rng([seed, call])
+            x = rng.uniform(-1, 1, (i, k)).astype(np.float32)
+            y = rng.uniform(-1, 1, (k, j)).astype(np.float32)
+            references.append((x, y, x.astype(np.float64) @ y.astype(np.float64)))
+        x, y, reference = references[call % CALLS]
+        c = np.empty((i, j), np.float32)
+        evaluator = module.get_evaluator(
+            parameters=([x, y], [c]), repeat=1, number=1, min_repeat_ms=0
+        )
+        _, code, error = evaluator.evaluate()
+        if code or not np.allclose(c, reference, rtol=1e-4, atol=1e-5):
+            return f"call {call} failed: {error}"
+    return ""
+
+
 def main() -> int:
     if "--one" in sys.argv:  # the first case alone: start-up costs
         del SHAPES[1:]
@@ -73,22 +96,10 @@ def main() -> int:
             getattr(scheduler, primitive)(*args)
         compiler = backend.get_compiler(shared_lib=True, dump_file=f"{workdir}/k{n}")
         module = compiler.compile(scheduler.schedule())
-        references = []
-        for call in range(CALLS + 1):  # the last: the timed call, on the first inputs
-            if call < CALLS:
-                rng = np.random.default_rng([n, call])
-                x = rng.uniform(-1, 1, (i, k)).astype(np.float32)
-                y = rng.uniform(-1, 1, (k, j)).astype(np.float32)
-                references.append((x, y, x.astype(np.float64) @ y.astype(np.float64)))
-            x, y, reference = references[call % CALLS]
-            c = np.empty((i, j), np.float32)
-            evaluator = module.get_evaluator(
-                parameters=([x, y], [c]), repeat=1, number=1, min_repeat_ms=0
-            )
-            _, code, error = evaluator.evaluate()
-            if code or not np.allclose(c, reference, rtol=1e-4, atol=1e-5):
-                print(f"case {n} ({name}) call {call} failed: {error}", file=sys.stderr)
-                return 1
+        failed = checked_calls(module, (i, j, k), n)
+        if failed:
+            print(f"case {n} ({name}) {failed}", file=sys.stderr)
+            return 1
     print(f"{n + 1} cases")
     return 0
 
