@@ -4,6 +4,8 @@ failure minimisation (issue 14)."""
 from __future__ import annotations
 
 import inspect
+import json
+import os
 import re
 import shlex
 import subprocess
@@ -310,3 +312,25 @@ def test_exploration_catches_a_tiling_bug_and_shrinking_reduces_it(
     assert bundled.returncode == 0, bundled.stderr[-3000:]
     assert re.search(r"shrunk from .* to inputs \S+, \S+ \(1 node\) with 1 step",
                      bundled.stdout), bundled.stdout
+
+
+def test_strategy_names_are_kept_and_read_back_without_importing_xtc(tmp_path: Path) -> None:
+    """The first session asks XTC (importing its MLIR backend) and keeps the names; the
+    next reads them back without importing XTC; a damaged cache is asked again."""
+    script = ("import sys, json; from pytest_xtc.exploration import explore; "
+              "names = explore.strategy_names(); "
+              "print(json.dumps([names, 'xtc.backends.mlir' in sys.modules]))")
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path), "PYTEST_XTC_CACHE": "on"}
+
+    def session() -> tuple[list[str], bool]:
+        done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                              text=True, check=True)
+        names, imported = json.loads(done.stdout.strip().splitlines()[-1])
+        return names, imported
+
+    first, imported_first = session()
+    second, imported_second = session()
+    assert imported_first and not imported_second and first == second and "tile_oo" in first
+    (tmp_path / "pytest-xtc" / explore.STRATEGIES_CACHE).write_text("{not json")
+    third, imported_third = session()
+    assert third == first and imported_third

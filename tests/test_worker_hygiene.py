@@ -79,6 +79,77 @@ def test_the_time_spent_moving_a_call_is_measured_apart_from_its_work() -> None:
     assert 0 < nothing < moved < whole - 0.9
 
 
+def test_work_done_here_meanwhile_is_neither_transfer_nor_a_phase_of_the_child() -> None:
+    """``meanwhile`` (the references) runs here while the child works: the phases it
+    delays reading are timed from when the child reported them, so 1.5 s spent here is
+    not counted as moving (it once was, arrival-timed), and a child hanging in a phase
+    is stopped at that phase's limit counted from its report, not from when it was
+    read."""
+
+    def works(request: Any, report: isolation.Report) -> Any:
+        report("x")
+        time.sleep(request)
+        return request
+
+    ran: list[float] = []
+
+    def meanwhile() -> None:
+        ran.append(time.perf_counter())
+        time.sleep(1.5)
+
+    worker = isolation.Worker(works)
+    try:
+        start = time.perf_counter()
+        assert worker.call(0.2, {"x": 5.0}, "x", meanwhile=meanwhile) == 0.2
+        assert ran and ran[0] - start < 0.5  # it ran as the child worked
+        assert worker.moved_s < 0.5, worker.moved_s
+        start = time.perf_counter()
+        with pytest.raises(isolation.ChildFailure, match="x exceeded its 2 s limit"):
+            worker.call(30.0, {"x": 2.0}, "x", meanwhile=meanwhile)
+        assert time.perf_counter() - start < 3.4  # arrival-timed: 1.5 + 2 s at least
+    finally:
+        worker.stop()
+
+
+@pytest.mark.parametrize("target", ["host", "float16"])
+def test_references_are_computed_while_the_worker_compiles(tmp_path, monkeypatch, target):
+    """The checking side computes each input set's reference while the worker compiles
+    and runs (once per set: the timed call shares the first's), and judges with them:
+    the real host passes, a faulty variant (float16 arithmetic) is rejected as before."""
+    from pytest_xtc.core.adapter import TargetSpec
+    from pytest_xtc.core.execution.runner import Settings, run_case
+    from pytest_xtc.core.judging.checks import base
+    from pytest_xtc.core.outcome import Status
+    from pytest_xtc.selftest import faults
+    from pytest_xtc.targets.host import HostTarget
+    from tests.test_isolation import matmul
+
+    class SlowToCompile(HostTarget if target == "host" else faults.Float16Arithmetic):
+        def compile(self, case: Any, workdir: Path) -> Any:
+            time.sleep(1.0)
+            return super().compile(case, workdir)
+
+    made: list[float] = []
+    evaluate = base.evaluate
+
+    def timed_evaluate(*args: Any) -> Any:
+        made.append(time.perf_counter())
+        return evaluate(*args)
+
+    monkeypatch.setattr(base, "evaluate", timed_evaluate)
+    adapter = SlowToCompile(TargetSpec(target, target))
+    start = time.perf_counter()
+    outcome = run_case(adapter, matmul(33, 17, 65), tmp_path, Settings(isolate=True, perf=False))
+    from pytest_xtc.core.execution.executors import close_all
+
+    close_all()
+    assert len(made) == 2 and all(t - start < 0.9 for t in made), (made, start)
+    if target == "host":
+        assert outcome.status is Status.PASSED, outcome.message
+    else:
+        assert outcome.status is Status.FAILED and "wrong results" in outcome.message
+
+
 def test_several_arrays_written_into_one_file_each_arrive_whole() -> None:
     """Arrays of this process's own memory, of different sizes, share one new file on the
     way (each at its offset): each comes back with its own shape and bytes (the receiver

@@ -36,6 +36,7 @@ from typing import Any
 
 from pytest_xtc.core.cases.case import Case, Schedule
 from pytest_xtc.core.cases.schedule_rules import InvalidSchedule, UnknownLoop
+from pytest_xtc.core.execution import declcache
 from pytest_xtc.core.execution.scheduling import GraphScheduler, main_loops
 from pytest_xtc.core.versions import installed
 
@@ -88,14 +89,42 @@ def strategy_seed(base_seed: int, case_key: str, strategy: str) -> int:
     return int.from_bytes(digest[:4], "little") >> 1
 
 
+STRATEGIES_CACHE = "strategies-v1.json"  # a declcache file: XTC's strategy names
+
+
 def strategy_names() -> list[str]:
-    """The search strategies XTC registers (aliases left out), in its order."""
+    """The search strategies XTC registers (aliases left out), in its order. Asking XTC
+    imports its MLIR backend (0.6 s), so the answer is kept (:mod:`declcache`) while
+    XTC's version and its strategies module are unchanged: with the plan kept too,
+    exploring imports no XTC in the pytest process."""
+    key = _strategies_key()
+    if key is not None:
+        kept = declcache.load(STRATEGIES_CACHE).get(key)
+        if isinstance(kept, list) and kept and all(isinstance(n, str) for n in kept):
+            return list(kept)
     from pytest_xtc.core.execution import xtc_env
 
     xtc_env.import_mlir_backend()
     from xtc.search.strategies import Strategies
 
-    return list(Strategies.names())
+    names = list(Strategies.names())
+    if key is not None:
+        declcache.store({key: names}, STRATEGIES_CACHE)
+    return names
+
+
+def _strategies_key() -> str | None:
+    """The cache key of XTC's strategy names: its version and its strategies module's
+    path, size and time stamp (found without importing it); None if it is not found."""
+    source = declcache.module_file("xtc.search.strategies")
+    if source is None:
+        return None
+    try:
+        info = source.stat()
+    except OSError:
+        return None
+    fields = [installed("xtc-tools"), str(source), info.st_mtime_ns, info.st_size]
+    return hashlib.sha256(json.dumps(fields).encode()).hexdigest()
 
 
 def make_strategy(name: str, graph: Any) -> Any:

@@ -136,11 +136,14 @@ class Worker:
         limits: Mapping[str, float],
         first_phase: str,
         on_phase: Report | None = None,
+        meanwhile: Callable[[], None] | None = None,
     ) -> Any:
         """``handler(request, report)`` in the child; its return value, or the exception it
         raised. ``report(phase)`` starts the clock of ``limits[phase]`` (seconds) and is
         passed on to ``on_phase``, as is ``transfer`` when inputs or results move (its
-        own, generous, limit). Whatever interrupts the call here ends the child."""
+        own, generous, limit). ``meanwhile()`` runs here once the request is sent, while
+        the child works (it must not raise): the phases it delays reading are timed from
+        when the child reported them. Whatever interrupts the call here ends the child."""
         for phase, limit in limits.items():
             check_limit(f"{phase} time limit", limit)
         self.start()
@@ -158,6 +161,8 @@ class Worker:
                 send_frame(self.requests, packed.frame)
             except OSError:  # the child died between requests
                 raise ChildFailure(first_phase, *self._death(first_phase, pid)) from None
+            if meanwhile is not None:
+                meanwhile()
             message = self._watch(ident, limits, on_phase, packed, pid)
             with contextlib.suppress(OSError):
                 send_frame(self.requests, ACK)  # the child may free what it sent, now
@@ -252,16 +257,18 @@ class Worker:
         packed: transfer.Packed,
         pid: int,
     ) -> Message:
-        """Follow the child ``pid``'s phase reports under their limits until its reply."""
+        """Follow the child ``pid``'s phase reports under their limits until its reply.
+        Each phase is timed from when the child sent its report (``Message.at``, the
+        machine's monotonic clock), however late this process reads it."""
         phase, buffer = TRANSFER, bytearray()
-        since, arrived = self._sent_at, False  # when the last message came (or the request went)
+        since, arrived = self._sent_at, False  # when the last message left (or the request)
         if on_phase is not None:
             on_phase(phase)
-        deadline = time.monotonic() + limits.get(phase, TRANSFER_S)
+        deadline = since + limits.get(phase, TRANSFER_S)
         while True:
             if self.pid != pid:  # stopped by another thread: its pipes are closed
                 raise ChildFailure(phase, *self._death(phase, pid))
-            remaining = deadline - time.monotonic()
+            remaining = deadline - time.perf_counter()
             if remaining <= 0:
                 raise self._timeout(phase, limits.get(phase, TRANSFER_S))
             ready, _, _ = select.select([self.replies], [], [], min(remaining, INTERRUPT_S))
@@ -278,7 +285,7 @@ class Worker:
                 del buffer[: 8 + size]
                 if message.id != ident:  # a stale reply: never this call's
                     continue
-                now = time.perf_counter()
+                now = min(max(message.at, since), time.perf_counter())
                 if message.kind != "phase":
                     if phase == TRANSFER:  # reported as the handler returned: the reply's way
                         self.moved_s += now - since
@@ -289,7 +296,7 @@ class Worker:
                 phase, since = str(message.value), now
                 if phase not in limits and phase != TRANSFER:
                     raise ChildFailure(phase, f"the child reported an unknown phase {phase!r}")
-                deadline = time.monotonic() + limits.get(phase, TRANSFER_S)
+                deadline = now + limits.get(phase, TRANSFER_S)
                 if on_phase is not None:
                     on_phase(phase)
 

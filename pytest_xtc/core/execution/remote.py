@@ -197,16 +197,18 @@ class IsolatedAdapter(TargetAdapter):
         limits: Mapping[str, float],
         first_phase: str,
         on_phase: isolation.Report | None = None,
+        meanwhile: Callable[[], None] | None = None,
     ) -> Any:
         """One case's target work (``work.target_work``) in a worker the host forks;
-        the host applies ``limits``, the call here the same plus a grace as a backstop.
-        Raises ChildFailure as a direct worker would."""
+        the host applies ``limits``, the call here the same plus a grace as a backstop;
+        ``meanwhile()`` runs here while it works. Raises ChildFailure as a direct worker
+        would."""
         if self.broken is not None:
             raise isolation.ChildFailure(first_phase, f"adapter failed to load: {self.broken}")
         backstop = {LOAD: self.limits.load, **{p: s + self.limits.grace for p, s in limits.items()}}
         try:
             request = ("case", request, dict(limits), first_phase)
-            done = self._host.call(request, backstop, LOAD, on_phase)
+            done = self._host.call(request, backstop, LOAD, on_phase, meanwhile)
             done.moved_s = (done.moved_s or 0.0) + self._host.moved_s  # both hops
             return done
         except isolation.ChildFailure as exc:

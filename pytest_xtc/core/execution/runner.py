@@ -32,6 +32,7 @@ from pytest_xtc.core.execution.work import (
     device_lock,
 )
 from pytest_xtc.core.judging import checks
+from pytest_xtc.core.judging.reference import Reference
 from pytest_xtc.core.limits import check_limit
 from pytest_xtc.core.outcome import Failure, FailureKind, Outcome, Phase, Status
 
@@ -108,15 +109,20 @@ def run_case(
         outputs = [empty(o.shape, np.dtype(o.dtype)) for o in graphs.outputs(case.graph)]
     inputs = input_sets[0]
     request = WorkRequest(case, workdir, inputs, outputs, execute, settings, input_sets[1:])
+    expected: dict[int, Reference] = {}
+
+    def references() -> None:  # while a worker compiles and runs: this core is free
+        expected.update(checks.references(case, input_sets))
+
     try:
-        done: Work = executor.run(request, limits)
+        done: Work = executor.run(request, limits, references if execute else None)
         interrupts.check()  # a Ctrl-C an in-process adapter swallowed: no verdict
     except isolation.ChildFailure as exc:
         phase = exc.phase if exc.phase in {p.value for p in Phase} else Phase.COMPILE.value
         status = Status.ERROR if phase in (Phase.COMPILE, Phase.WAIT_DEVICE) else Status.FAILED
         return _end(outcome, status, phase, str(exc), exc.kind or _raised(exc))
     outcome = _judge(outcome, adapter, case, input_sets if execute else [], done, settings,
-                     workdir)
+                     workdir, expected)
     if done.notes:
         outcome.message = "; ".join(filter(None, [outcome.message, *done.notes]))
     return outcome
@@ -142,8 +148,10 @@ def _judge(
     done: Work,
     settings: Settings,
     workdir: Path,
+    expected: dict[int, Reference],
 ) -> Outcome:
-    """The outcome of the target's work ``done``: its failure, or its results checked."""
+    """The outcome of the target's work ``done``: its failure, or its results checked
+    against the references ``expected`` (those missing are computed now)."""
     outcome.compile_s, outcome.run_s, outcome.times = done.compile_s, done.run_s, done.times
     outcome.transfer_s = done.moved_s
     if done.failure:
@@ -154,7 +162,7 @@ def _judge(
     if not input_sets:  # compiled only
         return _end(outcome, Status.PASSED, done.phase, "")
     inputs = input_sets[0]
-    outcome = _check(outcome, case, input_sets, done)
+    outcome = _check(outcome, case, input_sets, done, expected)
     previous = order.followed(adapter.name, case.id)
     if outcome.status is Status.PASSED and settings.order:
         run = partial(run_case, adapter)
@@ -182,7 +190,8 @@ def _perf(
 
 
 def _check(
-    outcome: Outcome, case: Case, pristine: list[list[np.ndarray]], done: Work
+    outcome: Outcome, case: Case, pristine: list[list[np.ndarray]], done: Work,
+    expected: dict[int, Reference],
 ) -> Outcome:
     """Every call's results through the per-case checks (judging/checks: one list)."""
     out_names = [o.name for o in graphs.outputs(case.graph)]
@@ -195,7 +204,7 @@ def _check(
         checks.Call(inputs, _left(inputs, call.inputs), call.outputs, call.guard,
                     _label(n, count, call.timed), call.timed)
         for n, (inputs, call) in enumerate(zip(given, done.calls, strict=True))
-    ], done.guarded, done.second)
+    ], done.guarded, done.second, references=expected)
     outcome.checks = checks.judge(seen)
     outcome.worst_ratio = outcome.checks["results"]["worst_ratio"]
     outcome.precision = outcome.checks.get("precision")

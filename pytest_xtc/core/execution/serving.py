@@ -10,8 +10,9 @@ import gc
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_xtc.core.execution import containment, hygiene, transfer
@@ -34,6 +35,9 @@ class Message:
     id: int = 0
     notes: tuple[str, ...] = ()  # what the child did after the handler, said in a line each
     retire: bool = False  # the handler changed the child's state: replace it
+    #: When the sender made it (``time.perf_counter``: one clock for every process of the
+    #: machine), so that a reader busy elsewhere still times phases from when they began.
+    at: float = field(default_factory=time.perf_counter)
 
 
 @dataclass(frozen=True)
@@ -103,6 +107,7 @@ def _serve(handler: Handler, requests: int, replies: int, keeper: int) -> None:
         report(TRANSFER)
         if keeper:
             reply.notes, reply.retire = _tidy(clean, keeper)
+        reply.at = time.perf_counter()  # it leaves now: the reader times its way from here
         try:
             sent = transfer.pack(reply)
         except Exception:  # a result or an exception that does not pickle

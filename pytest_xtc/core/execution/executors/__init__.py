@@ -9,13 +9,15 @@
 :class:`~pytest_xtc.core.execution.work.Work` or raises
 :class:`~pytest_xtc.core.execution.isolation.ChildFailure`; ``shared`` says whether the
 output placeholders it is given should lie in shared memory (they then cross without a
-copy; inputs are copied into it once, on their way).
+copy; inputs are copied into it once, on their way). ``run`` also runs the checking
+side's ``meanwhile`` (the references): while a worker works, or after the work in
+process.
 """
 
 from __future__ import annotations
 
 import atexit
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from pytest_xtc.core.adapter import TargetAdapter
@@ -32,7 +34,8 @@ class Executor(Protocol):
     @property
     def adapter(self) -> TargetAdapter: ...
 
-    def run(self, request: WorkRequest, limits: Mapping[str, float]) -> Work: ...
+    def run(self, request: WorkRequest, limits: Mapping[str, float],
+            meanwhile: Callable[[], None] | None = None) -> Work: ...
 
     def close(self) -> None: ...
 

@@ -4,7 +4,7 @@ adapter is prepared once in this process, so that every worker it forks starts w
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import partial
 
 from pytest_xtc.core.adapter import TargetAdapter
@@ -22,13 +22,15 @@ class ForkedExecutor:
         self.worker: isolation.Worker | None = None
         self.phase = Phase.COMPILE.value
 
-    def run(self, request: WorkRequest, limits: Mapping[str, float]) -> Work:
+    def run(self, request: WorkRequest, limits: Mapping[str, float],
+            meanwhile: Callable[[], None] | None = None) -> Work:
         if self.worker is None:
             with contextlib.suppress(Exception):  # the cases meet the same problem and say it
                 self.adapter.prepare(request.workdir.parent / f"prepare-{self.adapter.name}")
             handler = partial(target_work, self.adapter, in_worker=True)
             self.worker = isolation.Worker(handler, worker_memory_limit(self.adapter))
-        done: Work = self.worker.call(request, limits, Phase.COMPILE.value, self._enter)
+        done: Work = self.worker.call(request, limits, Phase.COMPILE.value, self._enter,
+                                      meanwhile)
         done.notes += self.worker.notes
         done.moved_s = self.worker.moved_s
         return done

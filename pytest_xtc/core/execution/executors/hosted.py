@@ -4,7 +4,7 @@ in the pytest process)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from pytest_xtc.core.execution.remote import IsolatedAdapter
 from pytest_xtc.core.execution.work import Work, WorkRequest
@@ -18,8 +18,10 @@ class HostedExecutor:
         self.adapter = adapter
         self.phase = Phase.COMPILE.value
 
-    def run(self, request: WorkRequest, limits: Mapping[str, float]) -> Work:
-        done: Work = self.adapter.work(request, limits, Phase.COMPILE.value, self._enter)
+    def run(self, request: WorkRequest, limits: Mapping[str, float],
+            meanwhile: Callable[[], None] | None = None) -> Work:
+        done: Work = self.adapter.work(request, limits, Phase.COMPILE.value, self._enter,
+                                       meanwhile)
         return done
 
     def _enter(self, phase: str) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from pytest_xtc.core.adapter import TargetAdapter
 from pytest_xtc.core.execution.work import Work, WorkRequest, target_work
@@ -16,9 +16,14 @@ class InlineExecutor:
         self.adapter = adapter
         self.phase = Phase.COMPILE.value
 
-    def run(self, request: WorkRequest, limits: Mapping[str, float]) -> Work:
+    def run(self, request: WorkRequest, limits: Mapping[str, float],
+            meanwhile: Callable[[], None] | None = None) -> Work:
+        """The work, then ``meanwhile()``: one process does both, one after the other."""
         self.phase = Phase.COMPILE.value
-        return target_work(self.adapter, request, self._enter)
+        done = target_work(self.adapter, request, self._enter)
+        if meanwhile is not None:
+            meanwhile()
+        return done
 
     def _enter(self, phase: str) -> None:
         self.phase = phase

@@ -13,9 +13,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_xtc.core.judging.checks import bounds, precision, repeat, results
-from pytest_xtc.core.judging.checks.base import Call, Check, Finding, Seen
+from pytest_xtc.core.judging.checks.base import Call, Check, Finding, Seen, references
 
-__all__ = ["CHECKS", "Call", "Check", "Finding", "Seen", "judge", "summary_lines"]
+__all__ = ["CHECKS", "Call", "Check", "Finding", "Seen", "judge", "references", "summary_lines"]
 
 #: Every per-case check, in the order they run (precision reads the others' problems).
 CHECKS: list[Check] = [results.CHECK, bounds.CHECK, repeat.CHECK, precision.CHECK]

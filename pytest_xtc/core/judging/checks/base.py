@@ -38,7 +38,9 @@ class Seen:
     guarded: bool = False  # operands lay inside guard bands
     second: list[np.ndarray] | None = None  # outputs of the repeat-check run of call 1
     problems: list[str] = field(default_factory=list)
-    _references: dict[int, Reference] = field(default_factory=dict)
+    #: Each input set's reference by :func:`reference_key`: computed on first use, or
+    #: ahead by the runner while the target works (:func:`references`).
+    references: dict[int, Reference] = field(default_factory=dict)
 
     @property
     def in_names(self) -> list[str]:
@@ -50,14 +52,33 @@ class Seen:
 
     def reference(self, call: Call) -> Reference:
         """The reference of ``call``'s inputs (shared by calls given the same arrays)."""
-        key = id(call.given[0]) if call.given else 0
-        if key not in self._references:
-            case = self.case
-            self._references[key] = reference.evaluate(
-                case.graph, call.given, exact=case.exact, c=case.c,
-                ieee=case.values == "special",
-            )
-        return self._references[key]
+        key = reference_key(call.given)
+        if key not in self.references:
+            self.references[key] = evaluate(self.case, call.given)
+        return self.references[key]
+
+
+def reference_key(given: Sequence[np.ndarray]) -> int:
+    """Which input set ``given`` is: the calls given the very same arrays share it."""
+    return id(given[0]) if given else 0
+
+
+def evaluate(case: Case, given: Sequence[np.ndarray]) -> Reference:
+    """The float64 reference of ``case`` on the inputs ``given``, with its bounds."""
+    return reference.evaluate(case.graph, given, exact=case.exact, c=case.c,
+                              ieee=case.values == "special")
+
+
+def references(case: Case, input_sets: Sequence[Sequence[np.ndarray]]) -> dict[int, Reference]:
+    """Every input set's reference, for :attr:`Seen.references`; one that raises is left
+    out (the check computes it again and the error shows there)."""
+    found: dict[int, Reference] = {}
+    for given in input_sets:
+        try:
+            found[reference_key(given)] = evaluate(case, given)
+        except Exception:
+            continue
+    return found
 
 
 @dataclass
