@@ -170,13 +170,25 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             for op in case.ops
         },
     )
+    marks = _Marks()
     params = [
-        pytest.param(
-            adapter,
-            case,
-            id=f"{adapter.name}-{case.id}",
-            marks=[getattr(pytest.mark, name) for name in case_markers(adapter, case)],
-        )
+        pytest.param(adapter, case, id=f"{adapter.name}-{case.id}", marks=marks.of(adapter, case))
         for adapter, case in chosen
     ]
     metafunc.parametrize(("xtc_adapter", "xtc_case"), params)
+
+
+class _Marks:
+    """Each (target, case)'s marks, made once per kind of case: explored cases share their
+    base's graph, so thousands of them need a few dozen computations (one collection's
+    life: the graphs it keys by stay alive meanwhile)."""
+
+    def __init__(self) -> None:
+        self._made: dict[tuple[object, ...], tuple[pytest.MarkDecorator, ...]] = {}
+
+    def of(self, adapter: TargetAdapter, case: Case) -> tuple[pytest.MarkDecorator, ...]:
+        where = tuple(sorted((case.placement or {}).items()))
+        key = (adapter.spec.base, id(case.graph), case.dtype, where)
+        if key not in self._made:
+            self._made[key] = tuple(getattr(pytest.mark, n) for n in case_markers(adapter, case))
+        return self._made[key]
