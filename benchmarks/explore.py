@@ -8,7 +8,9 @@ same samples (graph, ``Strategies.create``, ``sample(N, seed)``, ``generate``, c
 then the suite's kernel calls, each compared with numpy: ``plain_xtc.checked_calls``,
 two on fresh inputs and one more on the first, as the plugin makes), in a fresh
 process; C: A with ``-n W``. Runs alternate A, B, C for R rounds; medians of wall time.
-Prints A/B (goal <= 1.10), C/A (goal <= 0.6) and schedules checked per second. The plan
+Prints A/B (goal <= 1.10), C/A (goal <= 0.6) and schedules checked per second, as
+ratios of the medians and round by round (the median of the rounds' ratios, each from
+runs made back to back, is the figure a drifting machine moves least). The plan
 cache is warmed first (one untimed run): the draw of every catalog case's samples is
 shared by the runs.
 """
@@ -122,7 +124,14 @@ def main() -> int:
     print(f"A pytest serial      {a:7.1f} s  {count_a / a:5.2f} schedules/s")
     print(f"B plain XTC loop     {b:7.1f} s  {count_b / b:5.2f} schedules/s")
     print(f"C pytest -n {args.workers}       {c:7.1f} s  {count_a / c:5.2f} schedules/s")
-    print(f"A/B = {a / b:.2f} (goal <= 1.10)   C/A = {c / a:.2f} (goal <= 0.6)")
+    print(f"A/B = {a / b:.2f} (goal <= 1.10)   C/A = {c / a:.2f} (goal <= 0.6)   "
+          "(ratios of the medians)")
+    names = list(runs)
+    for label, (top, bottom) in {"A/B": names[:2], "C/A": (names[2], names[0])}.items():
+        ratios = [x / y for x, y in zip(times[top], times[bottom], strict=True)]
+        print(f"{label} round by round: {', '.join(f'{r:.2f}' for r in ratios)}, "
+              f"median {statistics.median(ratios):.2f} (each round's runs back to back: a "
+              "drift of the machine's speed cancels)")
     return 0
 
 
