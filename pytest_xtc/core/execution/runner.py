@@ -3,7 +3,8 @@
 The target's own work (compile, placement check, run) happens where the adapter's
 executor (:mod:`executors`) puts it: a forked child when isolation is on (the default
 where ``fork`` exists), so that a crash or a hang there fails one case, with its cause,
-and the session goes on. Checking happens in the parent. Every case's operands are
+and the session goes on. Checking happens in the parent, whose references are computed
+while a worker compiles and runs (the executor's ``meanwhile``). Every case's operands are
 weighed against a memory budget before any is made. Inputs are made in this process's
 own memory (the reference reads them there) and copied once into shared memory on their
 way to a worker; a worker's output placeholders are made in shared memory (no copy).
