@@ -97,7 +97,7 @@ def strategy_names() -> list[str]:
     imports its MLIR backend (0.6 s), so the answer is kept (:mod:`declcache`) while
     XTC's version and its strategies module are unchanged: with the plan kept too,
     exploring imports no XTC in the pytest process."""
-    key = _strategies_key()
+    key = declcache.module_key("xtc.search.strategies", installed("xtc-tools"))
     if key is not None:
         kept = declcache.load(STRATEGIES_CACHE).get(key)
         if isinstance(kept, list) and kept and all(isinstance(n, str) for n in kept):
@@ -111,20 +111,6 @@ def strategy_names() -> list[str]:
     if key is not None:
         declcache.store({key: names}, STRATEGIES_CACHE)
     return names
-
-
-def _strategies_key() -> str | None:
-    """The cache key of XTC's strategy names: its version and its strategies module's
-    path, size and time stamp (found without importing it); None if it is not found."""
-    source = declcache.module_file("xtc.search.strategies")
-    if source is None:
-        return None
-    try:
-        info = source.stat()
-    except OSError:
-        return None
-    fields = [installed("xtc-tools"), str(source), info.st_mtime_ns, info.st_size]
-    return hashlib.sha256(json.dumps(fields).encode()).hexdigest()
 
 
 def make_strategy(name: str, graph: Any) -> Any:

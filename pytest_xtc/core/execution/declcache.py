@@ -90,7 +90,22 @@ def key(entry: EntryPoint) -> str | None:
         stamps = [_stamp(p) for p in files]
     except OSError:
         return None
-    fields = [dist.name, dist.version, entry.name, entry.value, stamps]
+    return _digest([dist.name, dist.version, entry.name, entry.value, stamps])
+
+
+def module_key(name: str, *fields: Any) -> str | None:
+    """The cache key of a fact read from module ``name``: ``fields`` and the module's
+    path, time stamp and size (found without importing it); None when it is not found."""
+    source = module_file(name)
+    if source is None:
+        return None
+    try:
+        return _digest([*fields, _stamp(source)])
+    except OSError:
+        return None
+
+
+def _digest(fields: list[Any]) -> str:
     return hashlib.sha256(json.dumps(fields).encode()).hexdigest()
 
 
