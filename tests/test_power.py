@@ -180,6 +180,23 @@ def test_guard_bands_name_the_operand_and_the_side() -> None:
     ]
 
 
+def test_guard_bands_of_a_large_operand_are_capped_and_still_see_overruns() -> None:
+    weight = np.ones((4096, 1024), np.float32)  # 16 MiB: one plane would triple it
+    placed = guard.place("B", weight)
+    band = placed.lead
+    assert band * 4 == guard.MAX_BAND_BYTES and placed.buffer.size == weight.size + 2 * band
+    assert guard.check([placed]) == []
+    end = placed.lead + weight.size
+    placed.buffer[end : end + 1024] = 0.0  # one more row, as a kernel compiled for 4097 writes
+    placed.buffer[band - 1] = 0.0
+    assert guard.check([placed]) == [
+        "wrote 1 element(s) before the start of B (up to 1 before it)",
+        "wrote 1024 element(s) past the end of B (up to 1024 past it)",
+    ]
+    wide = guard.band_elements((2, 1 << 19), 4)  # a row longer than the cap: one row
+    assert wide == 1 << 19
+
+
 def test_unwritten_sentinel_is_a_signalling_nan_no_arithmetic_makes() -> None:
     for dtype in ("float32", "float64"):
         out = values.unwritten((4,), dtype)

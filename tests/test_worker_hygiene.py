@@ -150,6 +150,39 @@ def test_references_are_computed_while_the_worker_compiles(tmp_path, monkeypatch
         assert outcome.status is Status.FAILED and "wrong results" in outcome.message
 
 
+def test_references_beside_a_worker_use_one_blas_thread(tmp_path, monkeypatch):
+    """While the worker compiles and runs, the references use one BLAS thread (a spinning
+    BLAS pool took the worker's core: compile 10% slower); the pool is as it was after."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    from pytest_xtc.core.adapter import TargetSpec
+    from pytest_xtc.core.execution.executors import close_all
+    from pytest_xtc.core.execution.runner import Settings, run_case
+    from pytest_xtc.core.judging.checks import base
+    from pytest_xtc.core.outcome import Status
+    from pytest_xtc.targets.host import HostTarget
+    from tests.test_isolation import matmul
+
+    def blas_threads() -> set[int]:
+        return {i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
+
+    seen: list[set[int]] = []
+    evaluate = base.evaluate
+
+    def counted(*args: Any) -> Any:
+        seen.append(blas_threads())
+        return evaluate(*args)
+
+    monkeypatch.setattr(base, "evaluate", counted)
+    with threadpool_limits(limits=2, user_api="blas"):
+        outcome = run_case(HostTarget(TargetSpec("host", "host")), matmul(33, 17, 65), tmp_path,
+                           Settings(isolate=True, perf=False))
+        close_all()
+        assert blas_threads() == {2}
+    assert outcome.status is Status.PASSED, outcome.message
+    assert seen and all(s == {1} for s in seen), seen
+
+
 def test_several_arrays_written_into_one_file_each_arrive_whole() -> None:
     """Arrays of this process's own memory, of different sizes, share one new file on the
     way (each at its offset): each comes back with its own shape and bytes (the receiver

@@ -8,7 +8,10 @@ changed is a write out of bounds: "wrote 11 elements past the end of C". Only ad
 whose runtime works in place on the given arrays (``TargetAdapter.guarded_buffers``)
 are guarded: a runtime that copies operands into buffers of its own would make the bands
 meaningless. Guards see writes, not reads; a write that jumps further than the band is
-not seen (the band is at least one row of the operand and 4 KiB).
+not seen. A band is one plane of the operand (its last dimension times the one before),
+at least one row and 4 KiB, at most 1 MiB: a write running on from either end is seen
+whatever its length, one jumping a whole band is not, and a large operand's buffer is
+not three times its size.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from pytest_xtc.core.cases import values
 
 ALIGN = 256  # XTC's CNDArray allocation alignment (its cndarray.c)
 MIN_BAND_BYTES = 4096
+MAX_BAND_BYTES = 1 << 20
 
 
 @dataclass
@@ -56,10 +60,12 @@ class Guarded:
 
 
 def band_elements(shape: Sequence[int], itemsize: int) -> int:
-    """Guard band length in elements: one row of the operand (its last dimension times
-    the one before) and at least 4 KiB, rounded up to keep the data aligned."""
-    row = int(np.prod(shape[-2:])) if len(shape) else 1
-    elements = max(row, -(-MIN_BAND_BYTES // itemsize))
+    """Guard band length in elements: one plane of the operand (its last dimension times
+    the one before), at most 1 MiB, at least one row and 4 KiB, rounded up to keep the
+    data aligned."""
+    plane = int(np.prod(shape[-2:])) if len(shape) else 1
+    row = int(shape[-1]) if len(shape) else 1
+    elements = max(min(plane, MAX_BAND_BYTES // itemsize), row, -(-MIN_BAND_BYTES // itemsize))
     per_align = ALIGN // itemsize
     return -(-elements // per_align) * per_align
 

@@ -173,8 +173,9 @@ def _kept(given: list[np.ndarray], after: list[np.ndarray]) -> list[np.ndarray |
     return [None if same_bytes(g, a) else np.array(a) for g, a in zip(given, after, strict=True)]
 
 
-def same_bytes(first: np.ndarray, second: np.ndarray, block: int = 1 << 24) -> bool:
-    """Whether two arrays of one shape and dtype hold the same bytes (NaN payloads too)."""
+def same_bytes(first: np.ndarray, second: np.ndarray, block: int = 1 << 18) -> bool:
+    """Whether two arrays of one shape and dtype hold the same bytes (NaN payloads too),
+    compared ``block`` bytes at a time (a small temporary, reused, in the cache)."""
     if first.shape != second.shape or first.dtype != second.dtype:
         return False
     one = np.ascontiguousarray(first).reshape(-1).view(np.uint8)

@@ -10,8 +10,8 @@
 :class:`~pytest_xtc.core.execution.isolation.ChildFailure`; ``shared`` says whether the
 output placeholders it is given should lie in shared memory (they then cross without a
 copy; inputs are copied into it once, on their way). ``run`` also runs the checking
-side's ``meanwhile`` (the references): while a worker works, or after the work in
-process.
+side's ``meanwhile`` (the references): while a worker works (on one BLAS thread,
+:mod:`.beside`), or after the work in process.
 """
 
 from __future__ import annotations

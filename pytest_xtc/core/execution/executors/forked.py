@@ -9,6 +9,7 @@ from functools import partial
 
 from pytest_xtc.core.adapter import TargetAdapter
 from pytest_xtc.core.execution import isolation
+from pytest_xtc.core.execution.executors.beside import one_blas_thread
 from pytest_xtc.core.execution.work import Work, WorkRequest, target_work
 from pytest_xtc.core.limits import worker_memory_limit
 from pytest_xtc.core.outcome import Phase
@@ -30,7 +31,7 @@ class ForkedExecutor:
             handler = partial(target_work, self.adapter, in_worker=True)
             self.worker = isolation.Worker(handler, worker_memory_limit(self.adapter))
         done: Work = self.worker.call(request, limits, Phase.COMPILE.value, self._enter,
-                                      meanwhile)
+                                      one_blas_thread(meanwhile))
         done.notes += self.worker.notes
         done.moved_s = self.worker.moved_s
         return done

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+from pytest_xtc.core.execution.executors.beside import one_blas_thread
 from pytest_xtc.core.execution.remote import IsolatedAdapter
 from pytest_xtc.core.execution.work import Work, WorkRequest
 from pytest_xtc.core.outcome import Phase
@@ -21,7 +22,7 @@ class HostedExecutor:
     def run(self, request: WorkRequest, limits: Mapping[str, float],
             meanwhile: Callable[[], None] | None = None) -> Work:
         done: Work = self.adapter.work(request, limits, Phase.COMPILE.value, self._enter,
-                                       meanwhile)
+                                       one_blas_thread(meanwhile))
         return done
 
     def _enter(self, phase: str) -> None:
