@@ -60,8 +60,8 @@ class PendingCase:
     def _record(self, outcome: Outcome) -> None:
         self.outcome = outcome
         node = self.request.node
-        node.user_properties.append((state.OUTCOME_KEY, outcome.to_dict()))
         values = outcome.to_dict()
+        node.user_properties.append((state.OUTCOME_KEY, values))
         for name in PROPERTIES:
             if values.get(name) is not None:
                 node.user_properties.append((f"xtc_{name}", visible(values[name])))
