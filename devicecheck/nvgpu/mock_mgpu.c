@@ -1,0 +1,44 @@
+/* Stand-in for libmlir_cuda_runtime.so, for the host self-test only (run_kernels.py
+   --mode host): the entry points the driver calls, working on host memory.
+   "Device" allocations start as 0xFF bytes (NaN as float32), so that a missing copy to
+   the "device" shows as wrong results; mock_calls(i) counts the calls of each kind. */
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { STREAM_CREATE, STREAM_SYNC, MEM_ALLOC, MEM_FREE, MEMCPY, HOST_REGISTER,
+       HOST_UNREGISTER, N_KINDS };
+static long calls[N_KINDS];
+
+void *mgpuStreamCreate(void) { calls[STREAM_CREATE]++; return (void *)0x5157; }
+void mgpuStreamSynchronize(void *stream) { calls[STREAM_SYNC]++; (void)stream; }
+void mgpuStreamDestroy(void *stream) { (void)stream; }
+
+void *mgpuMemAlloc(uint64_t nbytes, void *stream, bool shared) {
+  calls[MEM_ALLOC]++;
+  (void)stream;
+  (void)shared;
+  void *ptr = aligned_alloc(256, (nbytes + 255) / 256 * 256);
+  if (ptr) memset(ptr, 0xFF, nbytes);
+  return ptr;
+}
+
+void mgpuMemFree(void *ptr, void *stream) { calls[MEM_FREE]++; (void)stream; free(ptr); }
+
+void mgpuMemcpy(void *dst, void *src, size_t nbytes, void *stream) {
+  calls[MEMCPY]++;
+  (void)stream;
+  memmove(dst, src, nbytes);
+}
+
+void mgpuMemHostRegister(void *ptr, uint64_t nbytes) {
+  calls[HOST_REGISTER]++;
+  (void)ptr;
+  (void)nbytes;
+}
+
+void mgpuMemHostUnregister(void *ptr) { calls[HOST_UNREGISTER]++; (void)ptr; }
+
+long mock_calls(int kind) { return kind >= 0 && kind < N_KINDS ? calls[kind] : -1; }
