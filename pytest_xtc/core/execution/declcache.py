@@ -3,10 +3,11 @@
 Reading a declaration imports the adapter module in a one-shot child (a broken adapter
 must never take pytest with it), which costs a fork and an import per installed adapter
 on every start. A declaration read successfully is kept in a cache file and reused while
-nothing it came from has changed: the key holds the distribution's name and version, the
-entry point, and the size and modification time of the adapter module and of the other
-modules of its package (found on the path without importing anything), of the
-distribution's ``entry_points.txt`` and of ``core/adapter.py``. Failures are never kept
+nothing it came from has changed: the key holds the entry point, and the size and
+modification time of the adapter module and of the other modules of its package (found on
+the path without importing anything), of the distribution's ``METADATA`` or ``PKG-INFO``
+(standing for its name and version; without such a file, those themselves) and
+``entry_points.txt``, and of ``core/adapter.py``. Failures are never kept
 (a library installed since then is seen at the next start).
 
 The cache lives in ``$XDG_CACHE_HOME/pytest-xtc`` (else ``~/.cache/pytest-xtc``); set
@@ -84,13 +85,21 @@ def key(entry: EntryPoint) -> str | None:
     if source.name == "__init__.py" or (source.parent / "__init__.py").is_file():
         files += sorted(p for p in source.parent.glob("*.py") if p != source)
     info = getattr(dist, "_path", None)  # the .dist-info folder (PathDistribution)
-    if isinstance(info, Path) and (info / "entry_points.txt").is_file():
-        files.append(info / "entry_points.txt")
+    named: list[str] = []
+    found = None
+    if isinstance(info, Path):
+        found = next((info / n for n in ("METADATA", "PKG-INFO") if (info / n).is_file()), None)
+    if found is not None:
+        # The metadata file's stamp stands for the name and version: reading them parses
+        # the whole file (a long description included), about 1 ms for each of them.
+        files += [found, found.parent / "entry_points.txt"]
+    else:
+        named = [dist.name, dist.version]
     try:
-        stamps = [_stamp(p) for p in files]
+        stamps = [_stamp(p) for p in files if p.name != "entry_points.txt" or p.is_file()]
     except OSError:
         return None
-    return _digest([dist.name, dist.version, entry.name, entry.value, stamps])
+    return _digest([*named, entry.name, entry.value, stamps])
 
 
 def module_key(name: str, *fields: Any) -> str | None:
