@@ -183,6 +183,56 @@ def test_references_beside_a_worker_use_one_blas_thread(tmp_path, monkeypatch):
     assert seen and all(s == {1} for s in seen), seen
 
 
+@pytest.mark.parametrize("stuck", [False, True], ids=["slow kernel", "hung timed call"])
+def test_the_run_limit_is_per_kernel_call_in_the_timed_run_too(tmp_path, stuck):
+    """XTC's timing loop makes six calls (a warm-up, five measurements) in one phase: a
+    kernel taking 0.4 s a call under a 1 s run limit passed its checked calls and was then
+    "timed out" (a LLaMA prefill layer, 15 s a call under 60 s, was). The timed run has the
+    limit once per call; a kernel hanging in it is still stopped, at that limit."""
+    from pytest_xtc.core.adapter import TargetSpec, Timing
+    from pytest_xtc.core.execution.executors import close_all
+    from pytest_xtc.core.execution.runner import Settings, run_case
+    from pytest_xtc.core.outcome import Status
+    from pytest_xtc.targets.host import HostTarget
+    from tests.test_isolation import matmul
+
+    class Slow(HostTarget):
+        def run(self, artifact: Any, inputs: Any, outputs: Any, timing: Any = None) -> Any:
+            calls = (1 if timing.number else 0) + timing.repeat * max(timing.number, 1)
+            time.sleep(60 if stuck and timing.repeat > 1 else 0.4 * calls / 2)
+            return super().run(artifact, inputs, outputs, timing)
+
+    settings = Settings(isolate=True, timing=Timing(repeat=5, number=1), limits={"run": 1.0})
+    start = time.perf_counter()
+    outcome = run_case(Slow(TargetSpec("slow", "host")), matmul(13, 11, 7), tmp_path, settings)
+    close_all()
+    if stuck:
+        assert outcome.status is Status.FAILED and outcome.phase == "run", outcome.message
+        assert "timed run exceeded its 6 s limit" in outcome.message
+        assert time.perf_counter() - start < 15
+    else:
+        assert outcome.status is Status.PASSED, outcome.message
+
+
+def test_a_target_s_run_limit_grows_with_the_case_s_work() -> None:
+    """A LLaMA-7B prefill projection (128x4096 by 4096x4096, 4.3 GFLOP) unscheduled takes
+    15 to 60 s a call on a 2-core VM: under the host's 60 s it was "timed out". The
+    adapter's run limit is at least the case's flops at 10 MFLOP/s; the catalog's small
+    cases keep it; a user's own --xtc-run-timeout is kept as given."""
+    from pytest_xtc.core.adapter import TargetSpec
+    from pytest_xtc.core.execution import runner
+    from pytest_xtc.core.execution.runner import Settings
+    from pytest_xtc.targets.host import HostTarget
+    from tests.test_isolation import matmul
+
+    host = HostTarget(TargetSpec("host", "host"))
+    large = runner._limits(host, matmul(128, 4096, 4096), Settings())
+    assert large["run"] == pytest.approx(2 * 128 * 4096 * 4096 / 10e6)  # 430 s
+    assert runner._limits(host, matmul(13, 11, 7), Settings())["run"] == 60.0
+    mine = runner._limits(host, matmul(128, 4096, 4096), Settings(limits={"run": 5.0}))
+    assert mine["run"] == 5.0
+
+
 def test_several_arrays_written_into_one_file_each_arrive_whole() -> None:
     """Arrays of this process's own memory, of different sizes, share one new file on the
     way (each at its offset): each comes back with its own shape and bytes (the receiver

@@ -49,6 +49,14 @@ def flop_count(graph: GraphDict) -> int:
     )
 
 
+def kernel_calls(timing: Timing) -> int:
+    """Kernel calls one timed run makes at least (:func:`time_calls`): the warm-up, then
+    ``repeat`` measurements of ``number`` calls (more only for a call shorter than
+    ``min_repeat_ms``)."""
+    number = timing.number
+    return max(1, (1 if number > 0 else 0) + max(timing.repeat, 1) * max(number, 1))
+
+
 def time_calls(
     fn: Callable[[], object], timing: Timing, clock: Clock = time.perf_counter
 ) -> list[float]:

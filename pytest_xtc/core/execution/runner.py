@@ -27,10 +27,12 @@ from pytest_xtc.core.execution import interrupts, isolation, order, perf, transf
 from pytest_xtc.core.execution.executors import executor_for
 from pytest_xtc.core.execution.settings import Settings
 from pytest_xtc.core.execution.work import (
+    TIMED_RUN,
     Work,
     WorkRequest,
     describe_failure,
     device_lock,
+    outcome_phase,
 )
 from pytest_xtc.core.judging import checks
 from pytest_xtc.core.judging.reference import Reference
@@ -41,18 +43,27 @@ __all__ = ["Settings", "device_lock", "run_case"]
 
 DEVICE_WAIT_S = 3600.0  # longest wait for a device another worker holds
 CALLS = 2  # untimed kernel calls per case, each on fresh inputs (then the timed one, work.py)
+#: Floating-point operations per second below which no correct kernel falls: a scalar loop
+#: missing the cache and the TLB on every access (XTC's unscheduled 128x4096x4096 matmul
+#: made 150 MFLOP/s on a 2-core VM, 70 beside another job).
+SLOWEST_FLOPS = 10e6
 
 
-def _limits(adapter: TargetAdapter, settings: Settings) -> dict[str, float]:
-    """Each phase's time limit: the adapter's, overridden by the settings'. Raises
-    ValueError (naming the limit) for one that is not finite and positive."""
+def _limits(adapter: TargetAdapter, case: Case, settings: Settings) -> dict[str, float]:
+    """Each phase's time limit: the adapter's, overridden by the settings'. The run limit
+    is per kernel call, and the adapter's grows with the case's work: at least its flops
+    at :data:`SLOWEST_FLOPS` (a user's own limit is kept as given). The timed run, whose
+    timing loop makes several calls, has it once for each. Raises ValueError (naming the
+    limit) for one that is not finite and positive."""
     compile_limit, run_limit = adapter.time_limits()
+    run_s = check_limit("time_limits() run limit", run_limit)
     limits = {
         Phase.COMPILE.value: check_limit("time_limits() compile limit", compile_limit),
-        Phase.RUN.value: check_limit("time_limits() run limit", run_limit),
+        Phase.RUN.value: max(run_s, perf.flop_count(case.graph) / SLOWEST_FLOPS),
         Phase.WAIT_DEVICE.value: DEVICE_WAIT_S,
     }
     limits.update(settings.limits)
+    limits[TIMED_RUN] = limits[Phase.RUN.value] * perf.kernel_calls(settings.timing)
     return limits
 
 
@@ -92,7 +103,7 @@ def run_case(
     if over:
         return _end(outcome, Status.SKIPPED, Phase.CAPABILITIES, over)
     try:
-        limits = _limits(adapter, settings)
+        limits = _limits(adapter, case, settings)
     except Exception as exc:
         return _end(outcome, Status.FAILED, Phase.COMPILE, f"time limits: {describe_failure(exc)}",
                     _raised(exc))
@@ -119,7 +130,7 @@ def run_case(
         done: Work = executor.run(request, limits, references if execute else None)
         interrupts.check()  # a Ctrl-C an in-process adapter swallowed: no verdict
     except isolation.ChildFailure as exc:
-        phase = exc.phase if exc.phase in {p.value for p in Phase} else Phase.COMPILE.value
+        phase = outcome_phase(exc.phase).value
         status = Status.ERROR if phase in (Phase.COMPILE, Phase.WAIT_DEVICE) else Status.FAILED
         return _end(outcome, status, phase, str(exc), exc.kind or _raised(exc))
     outcome = _judge(outcome, adapter, case, input_sets if execute else [], done, settings,

@@ -37,6 +37,9 @@ from pytest_xtc.core.execution.settings import Settings
 from pytest_xtc.core.outcome import Failure, FailureKind, Phase
 
 LOCK_DIR_ENV = "XTC_LOCK_DIR"
+#: The timed call's phase: XTC's timing loop makes several kernel calls in it, so its time
+#: limit is the run limit times their number (``runner``); a failure in it is the run's.
+TIMED_RUN = "timed run"
 Allocate = Callable[[Any, Any], np.ndarray]  # (shape, dtype) -> an uninitialised array
 
 
@@ -72,6 +75,14 @@ class Work:
     @property
     def outputs(self) -> list[np.ndarray]:
         return self.calls[0].outputs if self.calls else []
+
+
+def outcome_phase(name: str) -> Phase:
+    """The outcome's phase for a phase a worker reported (the timed run is the run; a
+    name the suite does not know, a worker's own, counts as compile)."""
+    if name == TIMED_RUN:
+        return Phase.RUN
+    return Phase(name) if name in {p.value for p in Phase} else Phase.COMPILE
 
 
 def describe_failure(exc: BaseException) -> str:
@@ -124,18 +135,20 @@ def call_kernel(
     guarded: bool,
     empty: Allocate = np.empty,
     report: Callable[[str], None] = lambda phase: None,
+    phase: str = Phase.RUN,
 ) -> tuple[Call, Any]:
     """One call on copies of ``inputs`` and fresh outputs shaped ``like`` holding the
     unwritten sentinel, inside guard bands when ``guarded``. The call's inputs are
     ``inputs`` themselves when the kernel left their copies' bytes alone; its outputs are
     allocated by ``empty`` (shared memory in a worker: they go back without a copy).
-    ``report`` is told ``run`` as the adapter's run starts, ``transfer`` as it ends: the
-    run limit times the target's work, not the copies around it."""
+    ``report`` is told ``phase`` (``run``; :data:`TIMED_RUN` for the timed call) as the
+    adapter's run starts, ``transfer`` as it ends: the run limit times the target's work,
+    not the copies around it."""
     interrupts.check()  # an adapter in this process may have caught the last Ctrl-C
     if not guarded:
         ins = [a.copy() for a in inputs]
         outs = [_unwritten(o.shape, o.dtype, empty) for o in like]
-        report(Phase.RUN)
+        report(phase)
         result = adapter.run(artifact, ins, outs, timing)
         report(TRANSFER)
         return Call(_kept(inputs, ins), outs), result
@@ -147,7 +160,7 @@ def call_kernel(
         for n, o in zip(out_names, like, strict=True)
     ]
     views = [g.view for g in placed]
-    report(Phase.RUN)
+    report(phase)
     result = adapter.run(artifact, views[: len(inputs)], views[len(inputs) :], timing)
     report(TRANSFER)
     found = guard.check(placed)
@@ -248,7 +261,7 @@ def _call_all(call: Callable[..., tuple[Call, RunResult]], request: WorkRequest,
     done.calls = [first]
     for more in request.more:
         done.calls.append(call(more, outputs, ONCE)[0])
-    timed, result = call(inputs, outputs, settings.timing)
+    timed, result = call(inputs, outputs, settings.timing, phase=TIMED_RUN)
     timed.timed = True
     done.calls.append(timed)
     if settings.repeat_check:  # the timed call reran the first call's inputs

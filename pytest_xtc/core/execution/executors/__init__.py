@@ -23,8 +23,8 @@ from typing import Protocol
 from pytest_xtc.core.adapter import TargetAdapter
 from pytest_xtc.core.cases.case import Case
 from pytest_xtc.core.execution.settings import Settings
-from pytest_xtc.core.execution.work import Work, WorkRequest
-from pytest_xtc.core.outcome import Outcome, Phase, Status
+from pytest_xtc.core.execution.work import Work, WorkRequest, outcome_phase
+from pytest_xtc.core.outcome import Outcome, Status
 
 
 class Executor(Protocol):
@@ -66,7 +66,7 @@ def interrupted(adapter: TargetAdapter, case: Case, settings: Settings, why: str
     """The outcome of a case that something outside the suite ended (pytest-timeout): an
     infrastructure error in the phase its executor was in, never a wrong result."""
     phase = executor_for(adapter, settings).phase
-    where = Phase(phase) if phase in {p.value for p in Phase} else Phase.COMPILE
+    where = outcome_phase(phase)
     message = f"interrupted during {phase}: {why.strip().splitlines()[0] if why.strip() else ''}"
     return Outcome(case.id, adapter.name, Status.ERROR, where, message.rstrip(": "))
 
