@@ -190,6 +190,7 @@ def test_the_run_limit_is_per_kernel_call_in_the_timed_run_too(tmp_path, stuck):
     "timed out" (a LLaMA prefill layer, 15 s a call under 60 s, was). The timed run has the
     limit once per call; a kernel hanging in it is still stopped, at that limit."""
     from pytest_xtc.core.adapter import TargetSpec, Timing
+    from pytest_xtc.core.execution import perf
     from pytest_xtc.core.execution.executors import close_all
     from pytest_xtc.core.execution.runner import Settings, run_case
     from pytest_xtc.core.outcome import Status
@@ -198,7 +199,7 @@ def test_the_run_limit_is_per_kernel_call_in_the_timed_run_too(tmp_path, stuck):
 
     class Slow(HostTarget):
         def run(self, artifact: Any, inputs: Any, outputs: Any, timing: Any = None) -> Any:
-            calls = (1 if timing.number else 0) + timing.repeat * max(timing.number, 1)
+            calls = perf.kernel_calls(timing)  # 2 for a checked call, 6 for the timed one
             time.sleep(60 if stuck and timing.repeat > 1 else 0.4 * calls / 2)
             return super().run(artifact, inputs, outputs, timing)
 

@@ -69,6 +69,10 @@ def module_file(name: str) -> Path | None:
     return Path(spec.origin)
 
 
+_METADATA = ("METADATA", "PKG-INFO")  # a .dist-info's, an .egg-info's
+_DIST_FILES = (*_METADATA, "entry_points.txt")
+
+
 def _stamp(path: Path) -> list[Any]:
     info = path.stat()
     return [str(path), info.st_mtime_ns, info.st_size]
@@ -85,18 +89,14 @@ def key(entry: EntryPoint) -> str | None:
     if source.name == "__init__.py" or (source.parent / "__init__.py").is_file():
         files += sorted(p for p in source.parent.glob("*.py") if p != source)
     info = getattr(dist, "_path", None)  # the .dist-info folder (PathDistribution)
-    named: list[str] = []
-    found = None
-    if isinstance(info, Path):
-        found = next((info / n for n in ("METADATA", "PKG-INFO") if (info / n).is_file()), None)
-    if found is not None:
-        # The metadata file's stamp stands for the name and version: reading them parses
-        # the whole file (a long description included), about 1 ms for each of them.
-        files += [found, found.parent / "entry_points.txt"]
-    else:
-        named = [dist.name, dist.version]
+    held = [info / n for n in _DIST_FILES] if isinstance(info, Path) else []
+    held = [p for p in held if p.is_file()]
+    files += held
+    # A metadata file's stamp stands for the name and version: reading them parses the
+    # whole file (a long description included), about 1 ms for each of them.
+    named = [] if any(p.name in _METADATA for p in held) else [dist.name, dist.version]
     try:
-        stamps = [_stamp(p) for p in files if p.name != "entry_points.txt" or p.is_file()]
+        stamps = [_stamp(p) for p in files]
     except OSError:
         return None
     return _digest([*named, entry.name, entry.value, stamps])

@@ -53,8 +53,8 @@ def kernel_calls(timing: Timing) -> int:
     """Kernel calls one timed run makes at least (:func:`time_calls`): the warm-up, then
     ``repeat`` measurements of ``number`` calls (more only for a call shorter than
     ``min_repeat_ms``)."""
-    number = timing.number
-    return max(1, (1 if number > 0 else 0) + max(timing.repeat, 1) * max(number, 1))
+    warm_up = 1 if timing.number > 0 else 0
+    return warm_up + max(timing.repeat, 1) * max(timing.number, 1)
 
 
 def time_calls(
