@@ -18,7 +18,12 @@ measured side by side in this one run. Goals (issue 24):
   first run (the declarations are cached then); ``--startup-rounds`` of them. Each variant
   installs 20 generated distributions, the adapters and others alike but for their entry
   points' group: pytest's own plugin discovery reads every distribution's entry points,
-  so without them the growth would hold pytest's cost per installed package.
+  so without them the growth would hold pytest's cost per installed package. A second
+  variant with 1 adapter is the control: the same start-up twice shows the noise floor.
+
+Each round runs the variants in the opposite order of the round before (a process started
+right after another was measured about 40 ms slower on this machine: with one order
+only, the last variant would carry that as growth).
 
     .venv/bin/python benchmarks/plugin_overhead.py [--rounds N] [--only startup|work]
 """
@@ -107,19 +112,27 @@ def generated_adapters(root: Path, count: int) -> Path:
 def startup_variants(root: Path) -> dict[str, tuple[list[str], dict[str, str]]]:
     """One start-up variant per adapter count, each with its own site and cache."""
     variants = {}
-    for count in ADAPTER_COUNTS:
-        site = generated_adapters(root, count)
-        path = os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))
-        env = {**BASE_ENV, "PYTHONPATH": path, "XDG_CACHE_HOME": str(root / f"cache-{count}")}
-        variants[f"start-up, {count} generated adapter(s) + 7 built-in"] = (STARTUP, env)
+    for count, label in ((n, str(n)) for n in ADAPTER_COUNTS):
+        variants[f"start-up, {label} generated adapter(s) + 7 built-in"] = (
+            STARTUP, _site_env(root, count, label))
+    variants[CONTROL] = (STARTUP, _site_env(root, ADAPTER_COUNTS[0], "control"))
     return variants
+
+
+CONTROL = f"start-up, {ADAPTER_COUNTS[0]} generated adapter(s) again (control)"
+
+
+def _site_env(root: Path, count: int, label: str) -> dict[str, str]:
+    site = generated_adapters(root / label, count)
+    path = os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))
+    return {**BASE_ENV, "PYTHONPATH": path, "XDG_CACHE_HOME": str(root / label / "cache")}
 
 
 DECLARATIONS = """
 import time
 start = time.perf_counter()
-from pytest_xtc.core.execution import registry
-registry.option_declarations()
+from pytest_xtc.core.execution import adapter_declarations
+adapter_declarations.option_declarations()
 print((time.perf_counter() - start) * 1000)
 """
 
@@ -135,9 +148,12 @@ def declarations_ms(env: Mapping[str, str], cwd: str) -> float:
 def measure(variants: dict[str, tuple[list[str], Mapping[str, str] | None]], rounds: int,
             cwd: str) -> dict[str, list[float]]:
     times: dict[str, list[float]] = {name: [] for name in variants}
+    order = list(variants)
     for _ in range(rounds):
-        for name, (command, env) in variants.items():
+        for name in order:
+            command, env = variants[name]
             times[name].append(timed(command, cwd, env))
+        order.reverse()  # each variant runs as often first as last
     return times
 
 
@@ -175,17 +191,22 @@ def main() -> None:
 
 def report_startup(starts: Mapping[str, tuple[list[str], dict[str, str]]],
                    times: Mapping[str, list[float]], rounds: int, cwd: str) -> None:
-    names = list(starts)
-    first, last = times[names[0]], times[names[-1]]
-    growth = (statistics.median(last) - statistics.median(first)) * 1000
-    paired = statistics.median(b - a for a, b in zip(first, last, strict=True)) * 1000
-    print(f"start-up growth from {ADAPTER_COUNTS[0]} to {ADAPTER_COUNTS[-1]} generated "
-          f"adapters ({max(ADAPTER_COUNTS)} generated distributions in each): {growth:+.0f} ms "
-          f"of the medians, {paired:+.0f} ms round by round (goal <= 50 ms)")
+    names = [name for name in starts if name != CONTROL]
+    first = times[names[0]]
+    for other, what in ((names[-1], f"growth from {ADAPTER_COUNTS[0]} to "
+                         f"{ADAPTER_COUNTS[-1]} generated adapters"),
+                        (CONTROL, "difference between the same start-up twice (noise)")):
+        later = times[other]
+        growth = (statistics.median(later) - statistics.median(first)) * 1000
+        paired = statistics.median(b - a for a, b in zip(first, later, strict=True)) * 1000
+        print(f"start-up {what}: {growth:+.0f} ms of the medians, {paired:+.0f} ms round by "
+              f"round ({max(ADAPTER_COUNTS)} generated distributions in each; goal <= 50 ms)")
     inside: dict[str, list[float]] = {name: [] for name in names}
+    order = list(names)
     for _ in range(rounds):
-        for name in names:
+        for name in order:
             inside[name].append(declarations_ms(starts[name][1], cwd))
+        order.reverse()
     found = {name: statistics.median(ms) for name, ms in inside.items()}
     for name in names:
         print(f"{name}: declarations found and read in {found[name]:.0f} ms (median)")

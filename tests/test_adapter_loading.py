@@ -18,7 +18,7 @@ import pytest
 
 from pytest_xtc.conformance import builtin_cases
 from pytest_xtc.core.adapter import Capabilities, TargetSpec, Tier, declared_placements
-from pytest_xtc.core.execution import declcache, registry
+from pytest_xtc.core.execution import adapter_declarations, declcache, registry
 from pytest_xtc.core.execution.remote import AdapterFailure, HostLimits, IsolatedAdapter
 from pytest_xtc.core.execution.runner import Settings, run_case
 from pytest_xtc.core.execution.suite import cases_for
@@ -161,7 +161,7 @@ def test_declarations_are_cached_until_their_sources_change(
         raise AssertionError(f"{ep.name} read again")
 
     registry.option_declarations.cache_clear()
-    monkeypatch.setattr(registry, "_read", no_child)
+    monkeypatch.setattr(adapter_declarations, "_read", no_child)
     again = registry.option_declarations()
     assert again == first
     assert again.expectations["host"].endswith("targets/host.expectations.yaml")
@@ -186,7 +186,7 @@ def test_a_new_version_of_the_distribution_is_read_again(
         raise AssertionError(f"{ep.name} read again")
 
     registry.option_declarations.cache_clear()
-    monkeypatch.setattr(registry, "_read", no_child)
+    monkeypatch.setattr(adapter_declarations, "_read", no_child)
     registry.option_declarations()  # kept
     metadata = vendors / "widget_xtc-1.0.dist-info" / "METADATA"
     metadata.write_text(metadata.read_text().replace("Version: 1.0", "Version: 1.10"))

@@ -27,7 +27,7 @@ from pytest_xtc.core.adapter import (
     Tier,
 )
 from pytest_xtc.core.cases.case import Case, Schedule
-from pytest_xtc.core.execution import isolation, registry
+from pytest_xtc.core.execution import adapter_declarations, isolation, registry
 from pytest_xtc.core.execution.remote import HostLimits, IsolatedAdapter
 from pytest_xtc.core.execution.runner import Settings, run_case
 from pytest_xtc.core.outcome import Status
@@ -379,7 +379,7 @@ def vendors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 def test_a_bad_option_declaration_makes_its_target_unavailable(
     vendors, monkeypatch, options, prologue, problem
 ) -> None:
-    monkeypatch.setattr(registry, "OPTIONS_LIMIT_S", 1.0)
+    monkeypatch.setattr(adapter_declarations, "OPTIONS_LIMIT_S", 1.0)
     value = adapter_module(vendors, f"opts_{abs(hash(problem))}", prologue, options=options)
     write_distribution(vendors, "clashing", {"clash": value})
     declared = registry.option_declarations()

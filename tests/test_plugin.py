@@ -105,6 +105,32 @@ def test_collected_items_are_left_to_the_session_by_the_cycle_collector(pytester
     assert found and int(found[2]) > 100 and found[1] == "0", result.stdout.str()[-2000:]
 
 
+WARM_RECORDER = """
+from pathlib import Path
+from pytest_xtc.core.execution.remote import IsolatedAdapter
+
+def warm(self):
+    with Path("warmed.txt").open("a") as log:
+        log.write(self.name + "\\n")
+
+IsolatedAdapter.warm = warm
+"""
+
+
+def test_help_starts_no_adapter_host(pytester, run) -> None:
+    """``--help`` with a target named declares the adapters' options and shows them, but
+    sets up no session: no adapter host started (it would import XTC for nothing), no
+    catalog built; a session still does both."""
+    pytester.makeconftest(WARM_RECORDER)
+    warmed = pytester.path / "warmed.txt"
+    result = run("--xtc-target=host", "--help")
+    assert result.ret == 0 and "--xtc-nvgpu-arch" in result.stdout.str()
+    assert not warmed.exists()
+    result = run("--xtc-target=host", "--collect-only", "-q", "-k", "host-relu-float32-5x7")
+    assert result.ret == 0, result.stdout.str()[-2000:]
+    assert warmed.read_text().split() == ["host"]
+
+
 def test_host_cases_pass(run) -> None:
     result = run("--xtc-target=host,host-c", "-k", FEW)
     # 31 cases each; host-c declares no vectorize (4 cases), so those are not supported

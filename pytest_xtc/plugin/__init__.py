@@ -81,8 +81,8 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "xtc: a conformance case of the XTC suite")
-    if not uses_xtc(config):
-        return
+    if not uses_xtc(config) or config.getoption("help", False):
+        return  # --help: the adapters' options are declared and shown; nothing is run
     from pytest_xtc.plugin import session
 
     session.configure(config)

@@ -280,12 +280,13 @@ def wants_xtc(args: Sequence[str], ini_targets: str | None) -> bool:
 
 
 def add_adapter_options(parser: pytest.Parser) -> None:
-    """Declare the registered adapters' own options (``--xtc-<name>``); loads adapters."""
-    from pytest_xtc.core.execution import registry
+    """Declare the registered adapters' own options (``--xtc-<name>``), as their
+    declarations give them (kept across sessions while unchanged)."""
+    from pytest_xtc.core.execution import adapter_declarations
 
     group = parser.getgroup("xtc", "XTC conformance")
     declared = {name for opt in group.options for name in opt.names()}
-    for option in registry.adapter_options():
+    for option in adapter_declarations.adapter_options():
         flag = f"--xtc-{option.name}"
         if flag in declared:
             continue
