@@ -37,7 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -112,9 +112,9 @@ def generated_adapters(root: Path, count: int) -> Path:
 def startup_variants(root: Path) -> dict[str, tuple[list[str], dict[str, str]]]:
     """One start-up variant per adapter count, each with its own site and cache."""
     variants = {}
-    for count, label in ((n, str(n)) for n in ADAPTER_COUNTS):
-        variants[f"start-up, {label} generated adapter(s) + 7 built-in"] = (
-            STARTUP, _site_env(root, count, label))
+    for count in ADAPTER_COUNTS:
+        variants[f"start-up, {count} generated adapter(s) + 7 built-in"] = (
+            STARTUP, _site_env(root, count, str(count)))
     variants[CONTROL] = (STARTUP, _site_env(root, ADAPTER_COUNTS[0], "control"))
     return variants
 
@@ -148,13 +148,19 @@ def declarations_ms(env: Mapping[str, str], cwd: str) -> float:
 def measure(variants: dict[str, tuple[list[str], Mapping[str, str] | None]], rounds: int,
             cwd: str) -> dict[str, list[float]]:
     times: dict[str, list[float]] = {name: [] for name in variants}
-    order = list(variants)
-    for _ in range(rounds):
-        for name in order:
-            command, env = variants[name]
-            times[name].append(timed(command, cwd, env))
-        order.reverse()  # each variant runs as often first as last
+    for name in alternating(variants, rounds):
+        command, env = variants[name]
+        times[name].append(timed(command, cwd, env))
     return times
+
+
+def alternating(names: Iterable[str], rounds: int) -> Iterator[str]:
+    """Each name once a round, in the opposite order of the round before: every variant
+    runs as often first as last."""
+    order = list(names)
+    for _ in range(rounds):
+        yield from order
+        order.reverse()
 
 
 def main() -> None:
@@ -194,19 +200,16 @@ def report_startup(starts: Mapping[str, tuple[list[str], dict[str, str]]],
     names = [name for name in starts if name != CONTROL]
     first = times[names[0]]
     for other, what in ((names[-1], f"growth from {ADAPTER_COUNTS[0]} to "
-                         f"{ADAPTER_COUNTS[-1]} generated adapters"),
+                         f"{ADAPTER_COUNTS[-1]} generated adapters (goal <= 50 ms)"),
                         (CONTROL, "difference between the same start-up twice (noise)")):
         later = times[other]
         growth = (statistics.median(later) - statistics.median(first)) * 1000
         paired = statistics.median(b - a for a, b in zip(first, later, strict=True)) * 1000
         print(f"start-up {what}: {growth:+.0f} ms of the medians, {paired:+.0f} ms round by "
-              f"round ({max(ADAPTER_COUNTS)} generated distributions in each; goal <= 50 ms)")
+              f"round ({max(ADAPTER_COUNTS)} generated distributions in each)")
     inside: dict[str, list[float]] = {name: [] for name in names}
-    order = list(names)
-    for _ in range(rounds):
-        for name in order:
-            inside[name].append(declarations_ms(starts[name][1], cwd))
-        order.reverse()
+    for name in alternating(names, rounds):
+        inside[name].append(declarations_ms(starts[name][1], cwd))
     found = {name: statistics.median(ms) for name, ms in inside.items()}
     for name in names:
         print(f"{name}: declarations found and read in {found[name]:.0f} ms (median)")

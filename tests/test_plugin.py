@@ -119,8 +119,8 @@ IsolatedAdapter.warm = warm
 
 def test_help_starts_no_adapter_host(pytester, run) -> None:
     """``--help`` with a target named declares the adapters' options and shows them, but
-    sets up no session: no adapter host started (it would import XTC for nothing), no
-    catalog built; a session still does both."""
+    sets up no session: no adapter host is started (it would import XTC for nothing); a
+    session still starts one."""
     pytester.makeconftest(WARM_RECORDER)
     warmed = pytester.path / "warmed.txt"
     result = run("--xtc-target=host", "--help")
