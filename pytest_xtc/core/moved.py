@@ -1,5 +1,6 @@
-"""The core's module paths of pytest-xtc 0.3, before ``core/`` was split by role: importing
-one still works, gives the module at its new path and warns with that path."""
+"""Module paths of earlier pytest-xtc versions (the core before ``core/`` was split by role,
+``report/`` before it was split by role): importing one still works, gives the module at
+its new path and warns with that path. They are removed in pytest-xtc 0.5."""
 
 from __future__ import annotations
 
@@ -26,11 +27,23 @@ MOVED = {f"pytest_xtc.core.{old}": f"pytest_xtc.core.{new}" for old, new in _NEW
          if old != "cases"}
 MOVED |= {"pytest_xtc.core.explore": "pytest_xtc.exploration.explore",
           "pytest_xtc.core.shrink": "pytest_xtc.exploration.shrink"}
+#: report/ by role in 0.4 (files, parts, rules, render; the verbs stay on top)
+_REPORT_HOME = {
+    "atomic": "files.atomic", "limits": "files.untrusted", "reasons": "parts.reasons",
+    "schema": "parts.schema", "records": "parts.records", "model": "parts.model",
+    "environment": "parts.environment", "profiles": "rules.profiles",
+    "waivers": "rules.waivers", "caseset": "rules.caseset", "verdicts": "rules.verdicts",
+    "text": "render.text", "checks": "render.check_lines", "chart": "render.chart",
+    "summary": "render.summary", "formats": "render.formats", "rerun": "audit",
+}
+MOVED |= {f"pytest_xtc.report.{old}": f"pytest_xtc.report.{new}"
+          for old, new in _REPORT_HOME.items()}
 
 
 def warn_moved(old: str, new: str) -> None:
     warnings.warn(f"{old} moved in pytest-xtc 0.4: import {new} (or the vendor API from "
-                  "pytest_xtc)", DeprecationWarning, stacklevel=3)
+                  "pytest_xtc); the old path is removed in 0.5", DeprecationWarning,
+                  stacklevel=3)
 
 
 class _Alias(importlib.abc.Loader):
