@@ -23,11 +23,11 @@ from typing import Any
 from pytest_xtc.core.adapters import registry
 from pytest_xtc.importer import command as importer
 from pytest_xtc.report import bundle, merge, verify
-from pytest_xtc.report.model import Report, Scope
-from pytest_xtc.report.profiles import PROFILES
-from pytest_xtc.report.reasons import ReasonCode
+from pytest_xtc.report.parts.model import Report, Scope
+from pytest_xtc.report.parts.reasons import ReasonCode
+from pytest_xtc.report.render.text import visible
 from pytest_xtc.report.replay import option_flags
-from pytest_xtc.report.text import visible
+from pytest_xtc.report.rules.profiles import PROFILES
 
 PROG = "xtc-conformance"
 
@@ -54,7 +54,7 @@ def _target_options(pairs: Sequence[str]) -> dict[str, str | None]:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from pytest_xtc.report.text import format_targets
+    from pytest_xtc.report.render.text import format_targets
 
     print(format_targets(registry.resolve("all", _target_options(args.target_option))))
     return 0
@@ -152,7 +152,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def rerun(args: argparse.Namespace, report: dict[str, Any], records: list[dict[str, Any]]) -> int:
-    from pytest_xtc.report import rerun as audit
+    from pytest_xtc.report import audit
 
     seed = args.seed if args.seed is not None else secrets.randbelow(1 << 32)
     print(f"rerun: {min(args.rerun, len(records))} of {len(records)} results drawn with "

@@ -110,12 +110,12 @@ def test_an_upward_import_breaks_the_layers_check(tmp_path: Path) -> None:
     shutil.copytree(PACKAGE, copy / "pytest_xtc", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(PACKAGE.parent / "pyproject.toml", copy / "pyproject.toml")
     relu = copy / "pytest_xtc" / "ops" / "relu.py"
-    relu.write_text(relu.read_text() + "\nfrom pytest_xtc.report import verdicts  # noqa\n")
+    relu.write_text(relu.read_text() + "\nfrom pytest_xtc.report.rules import verdicts  # noqa\n")
     lint = Path(sys.executable).with_name("lint-imports")
     done = subprocess.run([str(lint)], capture_output=True, text=True, timeout=300,
                           check=False, cwd=copy, env={"PYTHONPATH": str(copy), "PATH": ""})
     assert done.returncode != 0
-    assert "pytest_xtc.ops.relu -> pytest_xtc.report.verdicts" in done.stdout
+    assert "pytest_xtc.ops.relu -> pytest_xtc.report.rules.verdicts" in done.stdout
 
 
 def node_graph(op: str, attrs: dict, shape: tuple[int, ...] = (3, 4)) -> dict:
@@ -265,6 +265,29 @@ def test_the_execution_paths_before_the_split_by_role_still_work_and_warn(old: s
     assert (f"warned: pytest_xtc.core.execution.{old} moved in pytest-xtc 0.4: import {new}"
             in done.stdout)
     assert f"the old path is removed in {moved.REMOVED_IN}" in done.stdout
+
+
+@pytest.mark.parametrize("old", ["verdicts", "limits", "rerun", "summary", "records"])
+def test_the_report_paths_before_its_split_still_work_and_warn(old: str) -> None:
+    """report/ split by role in 0.4: the old paths give the same module, name the new one
+    and the version that removes them."""
+    from pytest_xtc.core import moved
+
+    new = moved.MOVED[f"pytest_xtc.report.{old}"]
+    script = (
+        "import warnings; warnings.simplefilter('error')\n"
+        f"try:\n    from pytest_xtc.report import {old}\nexcept DeprecationWarning as w:\n"
+        "    print('warned:', w)\n"
+        "warnings.simplefilter('ignore')\n"
+        f"import pytest_xtc.report.{old} as old, {new} as new\n"
+        "assert old is new\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert f"warned: pytest_xtc.report.{old} moved in pytest-xtc 0.4: import {new}" \
+        in done.stdout
+    assert "removed in 0.5" in done.stdout
 
 
 def test_the_vendor_api_is_exported_by_the_package() -> None:

@@ -14,11 +14,12 @@ from typing import Any
 import pytest
 
 from pytest_xtc import SUITE_VERSION, __version__, cli
-from pytest_xtc.report import bundle, caseset, verify
-from pytest_xtc.report.limits import MAX_FILE_BYTES
-from pytest_xtc.report.records import sha256_file
-from pytest_xtc.report.verdicts import assemble
-from pytest_xtc.report.waivers import load_waivers
+from pytest_xtc.report import bundle, verify
+from pytest_xtc.report.files.untrusted import MAX_FILE_BYTES
+from pytest_xtc.report.parts.records import sha256_file
+from pytest_xtc.report.rules import caseset
+from pytest_xtc.report.rules.verdicts import assemble
+from pytest_xtc.report.rules.waivers import load_waivers
 from tests.test_report import CASES, X, make_bundle, make_report, verdicts
 
 SCRIPT = Path(sys.executable).with_name("xtc-conformance")
@@ -325,7 +326,7 @@ def test_rerun_needs_a_positive_count(tmp_path: Path) -> None:
 
 
 def test_provenance_of_the_suite_source() -> None:
-    from pytest_xtc.report.environment import suite_source
+    from pytest_xtc.report.parts.environment import suite_source
 
     source = suite_source()
     if (Path(__file__).resolve().parents[1] / ".git").exists():

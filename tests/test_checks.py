@@ -24,7 +24,7 @@ from pytest_xtc.core.execution.runner import Settings, run_case
 from pytest_xtc.core.judging import checks
 from pytest_xtc.core.judging.checks import Finding, Seen
 from pytest_xtc.core.outcome import Status
-from pytest_xtc.report.checks import by_target
+from pytest_xtc.report.render.check_lines import by_target
 from pytest_xtc.targets.host import HostTarget
 
 HOST = HostTarget(TargetSpec("host", "host"))

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from pytest_xtc import cli
-from pytest_xtc.report import bundle, caseset, verify
-from pytest_xtc.report.verdicts import CONFORMANT, NOT_CONFORMANT
+from pytest_xtc.report import bundle, verify
+from pytest_xtc.report.rules import caseset
+from pytest_xtc.report.rules.verdicts import CONFORMANT, NOT_CONFORMANT
 from tests.test_report import CAPABILITIES, CASES, A, make_bundle, verdicts
 
 

@@ -39,7 +39,7 @@ import yaml
 from pytest_xtc import cli
 from pytest_xtc.core import adapter
 from pytest_xtc.core.cases import expectations
-from pytest_xtc.report import verdicts as verdict
+from pytest_xtc.report.rules import verdicts as verdict
 from tests.test_examples import (
     clean_env,
     layered_venv,

@@ -15,12 +15,13 @@ from pytest_xtc import SUITE_VERSION, cli
 from pytest_xtc.conformance import builtin_cases
 from pytest_xtc.core.cases.case import DEVICE, HOST
 from pytest_xtc.core.cases.selectors import Selector, Traits
-from pytest_xtc.report import bundle, caseset, suitecheck, verify
-from pytest_xtc.report import chart as plot
-from pytest_xtc.report.profiles import profile_of
-from pytest_xtc.report.reasons import ReasonCode, parse
-from pytest_xtc.report.records import clean
-from pytest_xtc.report.verdicts import (
+from pytest_xtc.report import bundle, suitecheck, verify
+from pytest_xtc.report.parts.reasons import ReasonCode, parse
+from pytest_xtc.report.parts.records import clean
+from pytest_xtc.report.render import chart as plot
+from pytest_xtc.report.rules import caseset
+from pytest_xtc.report.rules.profiles import profile_of
+from pytest_xtc.report.rules.verdicts import (
     CONFORMANT,
     NOT_APPLICABLE,
     NOT_CONFORMANT,
@@ -28,7 +29,7 @@ from pytest_xtc.report.verdicts import (
     judge,
     run_not_certifying,
 )
-from pytest_xtc.report.waivers import Waiver, WaiverFileError, load_waivers, waivers_from
+from pytest_xtc.report.rules.waivers import Waiver, WaiverFileError, load_waivers, waivers_from
 
 FEW = "relu-float32-5x7 or matmul-float32-13x11x7-tile"
 #: The suite's case set for a host-only target: case id -> profile, in suite order.
@@ -280,7 +281,7 @@ def test_non_finite_figures_stay_json(tmp_path: Path) -> None:
 
 
 def test_performance_table_appears_only_with_perf_records(tmp_path: Path) -> None:
-    from pytest_xtc.report import summary
+    from pytest_xtc.report.render import summary
 
     report = make_bundle(tmp_path / "b", [(c, "passed") for c in CASES])
     assert "## Performance" not in summary.render(report)

@@ -15,10 +15,12 @@ from typing import Any
 import pytest
 
 from pytest_xtc import cli
-from pytest_xtc.report import atomic, bundle, summary, verify
-from pytest_xtc.report.records import ResultsWriter, sha256_file
-from pytest_xtc.report.text import markdown, visible
-from pytest_xtc.report.verdicts import assemble
+from pytest_xtc.report import bundle, verify
+from pytest_xtc.report.files import atomic
+from pytest_xtc.report.parts.records import ResultsWriter, sha256_file
+from pytest_xtc.report.render import summary
+from pytest_xtc.report.render.text import markdown, visible
+from pytest_xtc.report.rules.verdicts import assemble
 from tests.test_report import CASES, make_bundle, make_report
 
 FULL = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from pytest_xtc import cli
-from pytest_xtc.report import bundle, summary, verify
-from pytest_xtc.report.model import Report, Scope, read_report
-from pytest_xtc.report.reasons import RUN_LEVEL, ReasonCode, ReasonError, parse
-from pytest_xtc.report.records import (
+from pytest_xtc.report import bundle, verify
+from pytest_xtc.report.parts.model import Report, Scope, read_report
+from pytest_xtc.report.parts.reasons import RUN_LEVEL, ReasonCode, ReasonError, parse
+from pytest_xtc.report.parts.records import (
     RESULTS,
     CaseRecord,
     clean,
@@ -23,8 +23,9 @@ from pytest_xtc.report.records import (
     read_record,
     sha256_file,
 )
-from pytest_xtc.report.schema import SchemaError
-from pytest_xtc.report.verdicts import assemble_report, run_problems
+from pytest_xtc.report.parts.schema import SchemaError
+from pytest_xtc.report.render import summary
+from pytest_xtc.report.rules.verdicts import assemble_report, run_problems
 
 #: A bundle written by the plugin before the report was typed (commit 81b0a03, reports as
 #: dicts): ``pytest pytest_xtc/conformance/test_conformance.py --xtc-target=host

@@ -256,7 +256,7 @@ def test_footprint_benchmark_runs(tmp_path: Path) -> None:
 
 
 def test_tables_fit_80_columns_and_times_read_in_human_units() -> None:
-    from pytest_xtc.report.text import human_time, table
+    from pytest_xtc.report.render.text import human_time, table
 
     reason = "KALRAY_TOOLCHAIN_DIR is not set (needs the Kalray toolchain with kvx-cos-gcc)"
     text = table(["target", "status", "reason", "versions found"],
@@ -270,7 +270,7 @@ def test_tables_fit_80_columns_and_times_read_in_human_units() -> None:
 def test_perf_chart_is_log_scale_split_by_dtype_and_size(monkeypatch) -> None:
     import importlib.util
 
-    from pytest_xtc.report import chart
+    from pytest_xtc.report.render import chart
 
     records = [
         {"target": "host", "case": f"matmul-{dtype}-{n}x{n}x{n}-none",

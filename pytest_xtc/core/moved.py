@@ -1,5 +1,6 @@
-"""The core's module paths of pytest-xtc 0.3, and those of ``core/execution/`` before it was
-split by role (workers, adapters, the bridge to XTC): importing one still works, gives the
+"""Module paths of earlier pytest-xtc versions: the core's of 0.3, ``core/execution/``'s
+before it was split by role (workers, adapters, the bridge to XTC) and ``report/``'s before
+it was split by role (files, parts, rules, render): importing one still works, gives the
 module at its new path and warns with that path and the version that removes the old one."""
 
 from __future__ import annotations
@@ -37,6 +38,17 @@ MOVED |= {"pytest_xtc.core.explore": "pytest_xtc.exploration.explore",
           "pytest_xtc.core.shrink": "pytest_xtc.exploration.shrink"}
 MOVED |= {f"pytest_xtc.core.execution.{name}": f"pytest_xtc.core.{home}.{name}"
           for name, home in _EXECUTION_SPLIT.items()}
+#: report/ by role in 0.4 (files, parts, rules, render; the verbs stay on top)
+_REPORT_HOME = {
+    "atomic": "files.atomic", "limits": "files.untrusted", "reasons": "parts.reasons",
+    "schema": "parts.schema", "records": "parts.records", "model": "parts.model",
+    "environment": "parts.environment", "profiles": "rules.profiles",
+    "waivers": "rules.waivers", "caseset": "rules.caseset", "verdicts": "rules.verdicts",
+    "text": "render.text", "checks": "render.check_lines", "chart": "render.chart",
+    "summary": "render.summary", "formats": "render.formats", "rerun": "audit",
+}
+MOVED |= {f"pytest_xtc.report.{old}": f"pytest_xtc.report.{new}"
+          for old, new in _REPORT_HOME.items()}
 
 
 def warn_moved(old: str, new: str) -> None:

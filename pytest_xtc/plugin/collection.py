@@ -102,7 +102,7 @@ def placement_marker(case: Case) -> str:
 
 def case_markers(adapter: TargetAdapter, case: Case) -> list[str]:
     """The marker names of one (target, case): target, ops, dtype, placement, profile."""
-    from pytest_xtc.report.profiles import profile_of
+    from pytest_xtc.report.rules.profiles import profile_of
 
     names = [
         "xtc",
@@ -118,7 +118,7 @@ def case_markers(adapter: TargetAdapter, case: Case) -> list[str]:
 def register_markers(config: pytest.Config) -> None:
     """Declare the markers: profiles, dtypes, placements, the selected targets and the ops
     of the session's cases (``pytest --markers`` lists them)."""
-    from pytest_xtc.report.profiles import PROFILES
+    from pytest_xtc.report.rules.profiles import PROFILES
 
     known = {**DTYPE_MARKERS, **PLACEMENT_MARKERS}
     known.update({marker_name(p): f"a case of the {p} profile: {d}" for p, d in PROFILES.items()})

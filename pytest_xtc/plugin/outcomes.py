@@ -26,8 +26,8 @@ from pytest_xtc.core.outcome import Outcome, Phase, Status
 from pytest_xtc.core.workers import interrupts
 from pytest_xtc.plugin import options, state
 from pytest_xtc.plugin.benchmarking import benchmark_wanted, feed_benchmark
+from pytest_xtc.report.render.text import visible
 from pytest_xtc.report.replay import option_flags
-from pytest_xtc.report.text import visible
 
 #: JUnit XML properties of each case (plain strings), besides the outcome itself.
 PROPERTIES = ("target", "case", "seed", "status", "phase", "worst_ratio")

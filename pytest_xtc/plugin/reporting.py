@@ -21,9 +21,9 @@ from pytest_xtc import SUITE_VERSION
 from pytest_xtc.core.adapters import registry
 from pytest_xtc.plugin import options, state
 from pytest_xtc.plugin.bundle_guard import interrupts_deferred, writer_lock
-from pytest_xtc.report import bundle, caseset
-from pytest_xtc.report.environment import adapter_distribution, suite_source, system_info
-from pytest_xtc.report.model import (
+from pytest_xtc.report import bundle
+from pytest_xtc.report.parts.environment import adapter_distribution, suite_source, system_info
+from pytest_xtc.report.parts.model import (
     Command,
     Report,
     Run,
@@ -33,11 +33,12 @@ from pytest_xtc.report.model import (
     Target,
     TargetCaseSet,
 )
-from pytest_xtc.report.profiles import PROFILES
-from pytest_xtc.report.records import RESULTS, CaseRecord, ResultsWriter, clean
-from pytest_xtc.report.text import visible
-from pytest_xtc.report.verdicts import assemble_report, run_not_certifying
-from pytest_xtc.report.waivers import WaiverFileError, load_waivers
+from pytest_xtc.report.parts.records import RESULTS, CaseRecord, ResultsWriter, clean
+from pytest_xtc.report.render.text import visible
+from pytest_xtc.report.rules import caseset
+from pytest_xtc.report.rules.profiles import PROFILES
+from pytest_xtc.report.rules.verdicts import assemble_report, run_not_certifying
+from pytest_xtc.report.rules.waivers import WaiverFileError, load_waivers
 
 #: pytest's exit status when the bundle could not be written (the cases' own results
 #: stand in the terminal; an unwritten bundle must not pass for a finished one).

@@ -21,9 +21,9 @@ from pytest_xtc.core.cases import expectations
 from pytest_xtc.core.cases.selectors import Traits
 from pytest_xtc.core.outcome import Phase, Status
 from pytest_xtc.plugin import state
-from pytest_xtc.report import atomic
-from pytest_xtc.report.checks import by_target
-from pytest_xtc.report.text import RATIO_HEADER, RATIO_NOTE, human_time, table_lines, visible
+from pytest_xtc.report.files import atomic
+from pytest_xtc.report.render.check_lines import by_target
+from pytest_xtc.report.render.text import RATIO_HEADER, RATIO_NOTE, human_time, table_lines, visible
 
 COLUMNS = (
     "passed",

@@ -7,7 +7,7 @@ read again from the run's directory). The case is found by its id among the suit
 cases for the placements the target declared, those files' cases and any the caller
 adds; failing that, the caller's ``rebuild`` may make it (exploration regenerates an
 explored sample from its id). The target's adapter comes from the registry with the
-recorded options. ``xtc-conformance verify --rerun`` (:mod:`pytest_xtc.report.rerun`) and
+recorded options. ``xtc-conformance verify --rerun`` (:mod:`pytest_xtc.report.audit`) and
 ``xtc-conformance shrink`` (:mod:`pytest_xtc.exploration.shrink`) replay through here.
 """
 

@@ -17,9 +17,9 @@ from typing import Any
 from pytest_xtc import SUITE_VERSION, __version__
 from pytest_xtc.core.adapter import Capabilities
 from pytest_xtc.core.cases.case import DEVICE, Case, placements
-from pytest_xtc.report.caseset import case_entry
-from pytest_xtc.report.model import Report, Run, Target
-from pytest_xtc.report.records import CaseRecord
+from pytest_xtc.report.parts.model import Report, Run, Target
+from pytest_xtc.report.parts.records import CaseRecord
+from pytest_xtc.report.rules.caseset import case_entry
 
 SUITE_NAME = "pytest-xtc"
 

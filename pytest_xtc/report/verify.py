@@ -3,7 +3,7 @@ completeness, and every derived figure recomputed from the results. No pytest.
 
 What verify cannot see statically is a result rebuilt consistently (a failure turned into
 a pass and every figure recomputed): ``xtc-conformance verify --rerun N`` re-runs cases on
-this machine for that (:mod:`pytest_xtc.report.rerun`).
+this machine for that (:mod:`pytest_xtc.report.audit`).
 """
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ from pathlib import Path
 
 from pytest_xtc.report import suitecheck
 from pytest_xtc.report.bundle import REPORT, RESULTS, BundleError, read, read_text
-from pytest_xtc.report.caseset import ids_hash
-from pytest_xtc.report.formats import FORMATS
-from pytest_xtc.report.model import Report
-from pytest_xtc.report.records import CaseRecord, record_key
-from pytest_xtc.report.schema import SchemaError, to_json
-from pytest_xtc.report.verdicts import assemble_report, run_not_certifying
+from pytest_xtc.report.parts.model import Report
+from pytest_xtc.report.parts.records import CaseRecord, record_key
+from pytest_xtc.report.parts.schema import SchemaError, to_json
+from pytest_xtc.report.render.formats import FORMATS
+from pytest_xtc.report.rules.caseset import ids_hash
+from pytest_xtc.report.rules.verdicts import assemble_report, run_not_certifying
 
 
 def _complete(report: Report, target: str) -> bool:

@@ -1,7 +1,7 @@
 """Verdicts: is a target conformant to a profile, and does the bundle certify? No pytest.
 
 A target is *conformant* to a profile when its declared capabilities meet the profile's
-minimum (:data:`pytest_xtc.report.profiles.MINIMUM`; else the profile is *not
+minimum (:data:`pytest_xtc.report.rules.profiles.MINIMUM`; else the profile is *not
 applicable*), every required case of the profile has exactly one result, each is passed,
 not-supported (the adapter declares the capability absent) or failed but waived by the
 suite's own waiver file, and at least one passed. It is *conformant with waivers* when
@@ -27,8 +27,7 @@ from typing import Any
 
 from pytest_xtc.core.cases.selectors import Traits
 from pytest_xtc.core.outcome import Status
-from pytest_xtc.report.caseset import case_set_hash, required
-from pytest_xtc.report.model import (
+from pytest_xtc.report.parts.model import (
     CaseSetHash,
     ProfileVerdict,
     Report,
@@ -38,11 +37,12 @@ from pytest_xtc.report.model import (
     Verdict,
     read_report,
 )
-from pytest_xtc.report.profiles import PROFILES, applicable
-from pytest_xtc.report.reasons import Reason, ReasonCode
-from pytest_xtc.report.records import CaseRecord, read_record, record_key
-from pytest_xtc.report.schema import Part, to_json
-from pytest_xtc.report.waivers import Waiver, waivers_from
+from pytest_xtc.report.parts.reasons import Reason, ReasonCode
+from pytest_xtc.report.parts.records import CaseRecord, read_record, record_key
+from pytest_xtc.report.parts.schema import Part, to_json
+from pytest_xtc.report.rules.caseset import case_set_hash, required
+from pytest_xtc.report.rules.profiles import PROFILES, applicable
+from pytest_xtc.report.rules.waivers import Waiver, waivers_from
 
 CONFORMANT, CONFORMANT_WITH_WAIVERS, NOT_CONFORMANT, NOT_APPLICABLE = (
     Verdict.CONFORMANT.value,

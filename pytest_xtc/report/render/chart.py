@@ -18,7 +18,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from pytest_xtc.report.text import visible
+from pytest_xtc.report.render.text import visible
 
 PLOT = "perf.svg"
 MISSING = (

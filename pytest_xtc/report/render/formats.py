@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from pytest_xtc.report import chart, summary
-from pytest_xtc.report.model import Report
-from pytest_xtc.report.records import CaseRecord
+from pytest_xtc.report.parts.model import Report
+from pytest_xtc.report.parts.records import CaseRecord
+from pytest_xtc.report.render import chart, summary
 
 Render = Callable[[Report, Sequence[CaseRecord]], "str | None"]
 

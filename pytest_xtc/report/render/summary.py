@@ -1,7 +1,7 @@
 """``summary.md``: a bundle's report as Markdown, for people and CI job summaries.
 
 Every string that came from outside this module (names, reasons, URLs, versions) goes
-through :func:`~pytest_xtc.report.text.markdown`: it cannot add lines, cells or markup.
+through :func:`~pytest_xtc.report.render.text.markdown`: it cannot add lines, cells or markup.
 """
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
-from pytest_xtc.report import checks
-from pytest_xtc.report.model import ProfileVerdict, Report, Verdict, read_report
-from pytest_xtc.report.profiles import PROFILES
-from pytest_xtc.report.reasons import ReasonCode
-from pytest_xtc.report.text import Markdown, markdown
-from pytest_xtc.report.verdicts import run_not_certifying, run_problems
+from pytest_xtc.report.parts.model import ProfileVerdict, Report, Verdict, read_report
+from pytest_xtc.report.parts.reasons import ReasonCode
+from pytest_xtc.report.render import check_lines as checks
+from pytest_xtc.report.render.text import Markdown, markdown
+from pytest_xtc.report.rules.profiles import PROFILES
+from pytest_xtc.report.rules.verdicts import run_not_certifying, run_problems
 
 NAME = "summary.md"
 COUNTS = ("passed", "failed", "invalid", "skipped", "not-supported", "waived", "missing")

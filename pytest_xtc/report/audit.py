@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_xtc.report.environment import cpu_model
+from pytest_xtc.report.parts.environment import cpu_model
 from pytest_xtc.report.replay import Replay, ReplayError
 
 

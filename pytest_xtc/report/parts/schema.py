@@ -16,7 +16,7 @@ import enum
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, TypeVar
 
-from pytest_xtc.report.reasons import Reason
+from pytest_xtc.report.parts.reasons import Reason
 
 Convert = Callable[[Any, str], Any]
 Keys = Mapping[str, Convert]  # a part's keys and how each value is read

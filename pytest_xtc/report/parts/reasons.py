@@ -36,7 +36,7 @@ class ReasonCode(enum.Enum):
         return self in RUN_LEVEL
 
 
-#: The codes of :func:`pytest_xtc.report.verdicts.run_problems`.
+#: The codes of :func:`pytest_xtc.report.rules.verdicts.run_problems`.
 RUN_LEVEL = frozenset({ReasonCode.RUN_FILTERED, ReasonCode.RUN_INTERRUPTED,
                        ReasonCode.PARTIAL_SHARD})
 _PATTERNS = [(code, re.compile(code.value, re.DOTALL)) for code in ReasonCode]
