@@ -14,7 +14,7 @@ status 0. Only these are not run as written:
   ``xtc-conformance selftest`` (two minutes of faulty targets) runs with ``--help``.
   With ``XTC_DOCS_FULL=1`` in the environment, these run as written.
 
-README commands run in a copy of the checkout holding ``examples/`` only, so that a
+README and user-guide commands run in a copy of the checkout holding ``examples/`` only, so that a
 pytest run there collects the suite and not these tests. ```python, ```toml and ```yaml
 blocks must parse. Integration tests: about 60 s.
 """
@@ -51,7 +51,11 @@ ROOT = Path(__file__).resolve().parent.parent
 GUIDE = "docs/vendor-guide.md"
 #: Each document, and where its commands run: "in" the checkout's root, or "beside" it
 #: (in the directory that holds ``pytest-xtc/``).
-DOCS = {GUIDE: "beside", "examples/xtc-example-adapter/README.md": "beside", "README.md": "in"}
+DOCS = {GUIDE: "beside", "examples/xtc-example-adapter/README.md": "beside", "README.md": "in",
+        "docs/user-guide.md": "in"}
+#: Every document whose code blocks must parse.
+PARSED = sorted({*DOCS, *(str(p.relative_to(ROOT)) for p in ROOT.glob("docs/*.md")),
+                 "benchmarks/README.md"})
 SHELLS = frozenset({"console", "bash", "sh", "shell"})
 NARROW_K = "matmul-float32-13x11x7-tile"
 SHARDS = 16
@@ -289,7 +293,7 @@ def test_narrowing_of_full_suite_commands() -> None:
     assert plan("tox -e host") is None
 
 
-@pytest.mark.parametrize("doc", list(DOCS))
+@pytest.mark.parametrize("doc", PARSED)
 def test_code_blocks_parse(doc: str) -> None:
     if not (ROOT / doc).is_file():
         pytest.skip(f"{doc} does not exist")
@@ -347,7 +351,7 @@ def test_readme_starts_with_the_users_quick_start() -> None:
     first = [c.text for c in doc_commands(ROOT / "README.md")][:2]
     assert first == ["pip install pytest-xtc", "pytest --xtc-target=host"], first
     setup, tests = ci_commands()
-    developers = text.index("### For developers of pytest-xtc")
+    developers = text.index("# For developers of pytest-xtc")
     assert text.index("pytest --xtc-target=host") < developers < text.index(setup[0])
     assert text.index(tests[0]) > developers
 
