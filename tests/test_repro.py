@@ -376,6 +376,28 @@ def test_a_large_user_case_passes_isolated_and_its_rerun_line_reproduces_it(pyte
     assert digest("first") == digest("again") != "None"
 
 
+def recorded(seed: int, options: dict[str, str | None] | None = None,
+             args: tuple[str, ...] = (), where: str = "."):  # type: ignore[no-untyped-def]
+    """A typed report of one run of ``host``, holding what a replay reads."""
+    from pytest_xtc.report.parts import model
+
+    settings = model.Settings(seed=seed, strict=False, ignore_expectations=False, cases=(),
+                              suite_version=None, adapter_options=options)
+    command = model.Command(argv=(), args=args, dir=where) if args else None
+    run = model.Run(settings=settings, filters=(), interrupted="", system={}, command=command)
+    target = model.Target(tier="execute", reason="", versions={}, device=None, placements=(),
+                          capabilities=None, runs=(0,), shards=None,
+                          case_set=model.TargetCaseSet(sha256="", count=0, cases=()))
+    return model.Report(schema=1, kind="run", suite=model.Suite(name="pytest-xtc", version="0"),
+                        waivers=(), runs=(run,), targets={"host": target})
+
+
+def record_of(target: str, case: str):  # type: ignore[no-untyped-def]
+    from pytest_xtc.report.parts.records import CaseRecord
+
+    return CaseRecord(target=target, case=case, status="passed")
+
+
 def test_replay_rebuilds_a_bundle_case_from_its_record_and_reruns_it(tmp_path: Path) -> None:
     """report/replay.py, the one rebuild of a bundle's case (verify --rerun and shrink):
     the run's seed, options and case files (read again from the run's directory), the
@@ -388,9 +410,8 @@ def test_replay_rebuilds_a_bundle_case_from_its_record_and_reruns_it(tmp_path: P
     base = next(c for c in builtin_cases() if c.id == "matmul-float32-13x11x7-none")
     mine = shrink.write_case_file(tmp_path / "mine.yaml", shrink.State(base.graph, base.schedule),
                                   base, "mine")
-    run = {"settings": {"seed": 5, "adapter_options": {"opt": "v", "unset": None}},
-           "command": {"args": ["x.py", "--xtc-cases", "mine.yaml"], "dir": str(tmp_path)}}
-    report = {"runs": [run], "targets": {"host": {"runs": [0]}}}
+    report = recorded(5, {"opt": "v", "unset": None}, ("x.py", "--xtc-cases", "mine.yaml"),
+                      str(tmp_path))
     replay = Replay(report, rebuild=explore.rebuild)
     assert replay.settings("host").base_seed == 5 and replay.option_flags("host") == ["--xtc-opt=v"]
     assert replay.case("host", mine.id).graph == mine.graph  # from the run's case file
@@ -400,11 +421,10 @@ def test_replay_rebuilds_a_bundle_case_from_its_record_and_reruns_it(tmp_path: P
     with pytest.raises(ReplayError, match="cannot rebuild the case: "):  # explore's say
         replay.case("host", "matmul-float32-13x11x7-explore-nosuch-0of1")
     with pytest.raises(ReplayError, match=r"cannot rerun here: .*nosuch"):
-        replay.rerun({"target": "nosuch", "case": base.id}, tmp_path)
+        replay.rerun(record_of("nosuch", base.id), tmp_path)
     (tmp_path / "mine.yaml").unlink()
     with pytest.raises(ReplayError, match="case files"):
         Replay(report).case("host", mine.id)
 
-    plain_report = {"runs": [{"settings": {"seed": 5}}], "targets": {"host": {"runs": [0]}}}
-    outcome = Replay(plain_report).rerun({"target": "host", "case": base.id}, tmp_path)
+    outcome = Replay(recorded(5)).rerun(record_of("host", base.id), tmp_path)
     assert outcome.status.value == "passed" and outcome.seed == base.seed(5)

@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import platform
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from pytest_xtc.report.parts.environment import cpu_model
+from pytest_xtc.report.parts.model import Report
+from pytest_xtc.report.parts.records import CaseRecord
 from pytest_xtc.report.replay import Replay, ReplayError
 
 
@@ -42,22 +43,22 @@ class Audit:
     digests_compared: int = 0
 
 
-def choose(records: Sequence[Mapping[str, Any]], count: int, seed: int) -> list[Mapping[str, Any]]:
+def choose(records: Sequence[CaseRecord], count: int, seed: int) -> list[CaseRecord]:
     """``count`` records drawn at random with ``seed`` (all when there are fewer)."""
-    ordered = sorted(records, key=lambda r: (str(r["target"]), str(r["case"])))
+    ordered = sorted(records, key=lambda r: (r.target, r.case))
     return random.Random(seed).sample(ordered, min(count, len(ordered)))
 
 
-def _same_machine(report: Mapping[str, Any], entry: Mapping[str, Any]) -> bool:
-    systems = [report["runs"][i].get("system") or {} for i in entry["runs"]]
+def _same_machine(report: Report, target: str) -> bool:
+    systems = [run.system or {} for run in report.runs_of(target)]
     return all(
         s.get("cpu") == cpu_model() and s.get("machine") == platform.machine() for s in systems
     )
 
 
 def audit(
-    report: Mapping[str, Any],
-    records: Sequence[Mapping[str, Any]],
+    report: Report,
+    records: Sequence[CaseRecord],
     count: int,
     seed: int,
     workdir: Path,
@@ -66,7 +67,7 @@ def audit(
     found = Audit(seed)
     replay = Replay(report)
     for record in choose(records, count, seed):
-        target, case_id = str(record["target"]), str(record["case"])
+        target, case_id = record.target, record.case
         found.chosen.append((target, case_id))
         name = f"{target}-{case_id}"
         try:
@@ -75,23 +76,20 @@ def audit(
             found.mismatches.append(f"{name}: {exc}")
             continue
         status = outcome.status.value
-        if status != record["status"]:
+        if status != record.status:
             why = f" [{outcome.phase}]: {outcome.message[:300]}" if outcome.message else ""
             found.mismatches.append(
-                f"{name}: the bundle says {record['status']}, the rerun gives {status}{why}"
+                f"{name}: the bundle says {record.status}, the rerun gives {status}{why}"
             )
             continue
-        if record.get("seed") is not None and outcome.seed is not None \
-                and int(record["seed"]) != outcome.seed:
+        if record.seed is not None and outcome.seed is not None and record.seed != outcome.seed:
             found.mismatches.append(
-                f"{name}: the bundle's input seed {record['seed']} is not the case's "
+                f"{name}: the bundle's input seed {record.seed} is not the case's "
                 f"({outcome.seed} from base seed {replay.run_of(target).seed})"
             )
-        mine = getattr(outcome, "output_digest", None)
-        theirs = record.get("output_digest")
-        entry = report["targets"][target]
+        mine, theirs = outcome.output_digest, record.output_digest
         if (mine and theirs and getattr(replay.adapter(target), "deterministic", True)
-                and _same_machine(report, entry)):
+                and _same_machine(report, target)):
             found.digests_compared += 1
             if mine != theirs:
                 found.mismatches.append(
