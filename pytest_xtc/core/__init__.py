@@ -1,6 +1,6 @@
 """The suite's core: no pytest, serving the plugin, scripts and ``xtc-conformance`` alike.
 
-Layers, each importing only those below it (``tests/test_architecture.py`` checks):
+Layers, each importing only those below it (``tests/acceptance/test_architecture.py`` checks):
 
 - ``xtc/``: the bridge to XTC that targets build on (compiling, scheduling, runtimes);
 - ``adapters/``: finding the installed targets (registry, their declarations, kept across

@@ -17,8 +17,9 @@ from pytest_xtc.core.cases import graphs
 from pytest_xtc.core.execution import perf
 from pytest_xtc.core.judging import reference
 from pytest_xtc.ops.builder import GraphBuilder
+from tests import ROOT
 
-PACKAGE = Path(__file__).resolve().parents[1] / "pytest_xtc"
+PACKAGE = ROOT / "pytest_xtc"
 PYTEST_FREE = ("core", "ops", "report")
 
 
@@ -159,6 +160,7 @@ def test_unnamed_nodes_and_nd_matmul_operands_are_evaluated() -> None:
 NEGATE = '''
 import numpy as np
 from pytest_xtc.ops.spec import Op
+from tests import ROOT
 
 class Negate(Op):
     name = "negate"
@@ -300,3 +302,19 @@ def test_the_vendor_api_is_exported_by_the_package() -> None:
         assert getattr(pytest_xtc, name) is not None, name
     assert pytest_xtc.TargetAdapter is adapter.TargetAdapter
     assert pytest_xtc.Case is cases.Case and pytest_xtc.xtc_env is xtc_env
+
+
+def test_unit_tests_mirror_the_package() -> None:
+    """``tests/unit/<package path>/test_<module>.py`` tests ``pytest_xtc/<package path>/
+    <module>`` (a module or a package): a unit test file names what it tests by its place."""
+    unit = ROOT / "tests" / "unit"
+    strays = []
+    for test_file in unit.rglob("test_*.py"):
+        relative = test_file.relative_to(unit)
+        module = relative.parent / relative.name.removeprefix("test_").removesuffix(".py")
+        home = PACKAGE / module
+        if not (home.with_suffix(".py").is_file() or (home / "__init__.py").is_file()):
+            strays.append(str(relative))
+    assert not strays, f"unit tests whose place names no module of the package: {strays}"
+    flat = [p.name for p in (ROOT / "tests").glob("test_*.py")]
+    assert not flat, f"test files outside unit/ and acceptance/: {flat}"

@@ -26,11 +26,13 @@ from pytest_xtc.core.outcome import Status
 from pytest_xtc.plugin import options
 from pytest_xtc.plugin.session import host_limits
 from pytest_xtc.targets.host import HostTarget
+from tests import DATA
 from tests.conftest import write_distribution
 
-DATA = Path(__file__).parent / "data"
 sys.path.insert(0, str(DATA))
-from broken_adapters import BROKEN  # noqa: E402
+from broken_adapters import BROKEN
+
+from tests import DATA
 
 sys.path.remove(str(DATA))
 

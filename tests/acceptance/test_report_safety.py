@@ -21,7 +21,7 @@ from pytest_xtc.report.parts.records import ResultsWriter, sha256_file
 from pytest_xtc.report.render import summary
 from pytest_xtc.report.render.text import markdown, visible
 from pytest_xtc.report.rules.verdicts import assemble
-from tests.test_report import CASES, make_bundle, make_report
+from tests.acceptance.test_report import CASES, make_bundle, make_report
 
 FULL = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 ONE = "matmul-float32-13x11x7-tile]"  # one case of the suite

@@ -24,8 +24,8 @@ import pytest
 from pytest_xtc.core.adapter import TargetSpec, Tier
 from pytest_xtc.core.cases import expectations
 from pytest_xtc.core.xtc import xtc_env
+from tests import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "xtc-example-adapter"
 TARGET = "example-host-o1"
 #: Console scripts of this environment that a layered one gets too.
@@ -196,7 +196,7 @@ def test_installed_example_is_listed_with_its_option(example_venv: Path, tmp_pat
     listing = run([example_venv / "pytest", "-p", "no:cacheprovider", "--xtc-list-targets"],
                   tmp_path, env)
     assert listing.returncode == 0, listing.stdout + listing.stderr
-    from tests.test_plugin import listed_rows
+    from tests.acceptance.test_plugin import listed_rows
 
     row = listed_rows(listing.stdout.splitlines()).get(TARGET, "")
     assert "available" in row and "xtc-example-adapter 0.1.0" in row, listing.stdout

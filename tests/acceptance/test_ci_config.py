@@ -24,8 +24,8 @@ import pytest
 import yaml
 
 from pytest_xtc.core.adapters import registry
+from tests import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 WORKFLOW = ROOT / ".github" / "workflows" / "conformance.yml"
 #: tox env -> the platforms (runs-on) that must run it; "self-hosted" for a device runner.
 TARGET_JOBS = {

@@ -14,7 +14,7 @@ from pytest_xtc import cli
 from pytest_xtc.report import bundle, verify
 from pytest_xtc.report.rules import caseset
 from pytest_xtc.report.rules.verdicts import CONFORMANT, NOT_CONFORMANT
-from tests.test_report import CAPABILITIES, CASES, A, make_bundle, verdicts
+from tests.acceptance.test_report import CAPABILITIES, CASES, A, make_bundle, verdicts
 
 
 def shards(root: Path, **kwargs: Any) -> tuple[Path, Path]:

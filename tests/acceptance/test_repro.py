@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests import ROOT
+
 SUITE = ROOT / "pytest_xtc" / "conformance" / "test_conformance.py"
 
 #: A vendor target with device placement whose compilation fails on matmul, and an
@@ -23,6 +24,7 @@ SUITE = ROOT / "pytest_xtc" / "conformance" / "test_conformance.py"
 PLACED_ADAPTER = """
 from pytest_xtc.core.adapter import Capabilities
 from pytest_xtc.targets.host import HostTarget
+from tests import ROOT
 
 class Placer(HostTarget):
     def capabilities(self):

@@ -20,7 +20,8 @@ from pytest_xtc.report.parts.records import sha256_file
 from pytest_xtc.report.rules import caseset
 from pytest_xtc.report.rules.verdicts import assemble
 from pytest_xtc.report.rules.waivers import load_waivers
-from tests.test_report import CASES, X, make_bundle, make_report, verdicts
+from tests import ROOT
+from tests.acceptance.test_report import CASES, X, make_bundle, make_report, verdicts
 
 SCRIPT = Path(sys.executable).with_name("xtc-conformance")
 #: A few host cases of both dtypes: float64 relu fails to compile on XTC 0.3.2.
@@ -329,7 +330,7 @@ def test_provenance_of_the_suite_source() -> None:
     from pytest_xtc.report.parts.environment import suite_source
 
     source = suite_source()
-    if (Path(__file__).resolve().parents[1] / ".git").exists():
+    if (ROOT / ".git").exists():
         assert source["commit"] and len(source["commit"]) == 40
         assert isinstance(source["dirty"], bool)
-    assert os.path.isdir(Path(__file__).resolve().parents[1] / "pytest_xtc" / "report")
+    assert os.path.isdir(ROOT / "pytest_xtc" / "report")

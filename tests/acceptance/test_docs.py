@@ -2,7 +2,7 @@
 
 Each document's ```console blocks (commands after ``$ ``) and ```bash/```sh/```shell blocks
 (every line) run in order, in one temporary work directory, in a fresh environment with
-pytest-xtc installed (:func:`tests.test_examples.layered_venv`), each checked for exit
+pytest-xtc installed (:func:`tests.acceptance.test_examples.layered_venv`), each checked for exit
 status 0. Only these are not run as written:
 
 - the set-up command that creates ``.venv`` (README): it must be .ci/run's, verbatim;
@@ -40,14 +40,14 @@ from pytest_xtc import cli
 from pytest_xtc.core import adapter
 from pytest_xtc.core.cases import expectations
 from pytest_xtc.report.rules import verdicts as verdict
-from tests.test_examples import (
+from tests import ROOT
+from tests.acceptance.test_examples import (
     clean_env,
     layered_venv,
     pip_offline_env,
     skip_if_no_build_requirements,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
 GUIDE = "docs/vendor-guide.md"
 #: Each document, and where its commands run: "in" the checkout's root, or "beside" it
 #: (in the directory that holds ``pytest-xtc/``).
@@ -134,7 +134,7 @@ def ci_commands() -> tuple[list[str], list[str]]:
 def tox_envs() -> set[str]:
     parser = configparser.ConfigParser(interpolation=None)
     parser.read(ROOT / "tox.ini")
-    from tests.test_ci_config import env_list, generated
+    from tests.acceptance.test_ci_config import env_list, generated
 
     listed = env_list(parser.get("tox", "env_list", fallback=""))
     return {n for s in parser.sections() if s.startswith("testenv:")
@@ -405,7 +405,7 @@ def test_sdist_can_run_its_own_tests_and_the_wheel_is_typed(tmp_path: Path) -> N
     sdist, wheel = built["sdist"], built["wheel"]
     with tarfile.open(out / sdist) as tar:
         members = {m.split("/", 1)[1] for m in tar.getnames() if "/" in m}
-    for needed in ("tests/conftest.py", "tests/test_plugin.py", "tox.ini", "LICENSE",
+    for needed in ("tests/conftest.py", "tests/acceptance/test_plugin.py", "tox.ini", "LICENSE",
                    "docs/vendor-guide.md", "examples/xtc-example-adapter/pyproject.toml",
                    "benchmarks/footprint.py", ".ci/run", "pytest_xtc/py.typed",
                    "pytest_xtc/conformance/catalog.yaml", "README.md"):

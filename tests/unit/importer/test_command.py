@@ -24,8 +24,8 @@ onnx = pytest.importorskip("onnx")
 from pytest_xtc import cli  # noqa: E402
 from pytest_xtc.importer.model import load  # noqa: E402
 from pytest_xtc.importer.onnx_ops import gemm  # noqa: E402
-from tests import onnx_models  # noqa: E402
-from tests.importer_check import mismatches  # noqa: E402
+from tests.support import onnx_models  # noqa: E402
+from tests.support.importer_check import mismatches  # noqa: E402
 
 MODELS = {
     "resnet18": (onnx_models.resnet18, {"batch": 1}),

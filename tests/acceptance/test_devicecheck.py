@@ -22,7 +22,8 @@ from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests import ROOT
+
 CHECK = ROOT / "devicecheck" / "nvgpu"
 REAL = ["mm_64x48x32_tile_i4", "mm_37x29x23_odd_tile_i4", "mm_128x96x200_device",
         "mm_256x256x256_grid2d", "mm_100x75x33_threads_mixed", "relu_300x129_threads",

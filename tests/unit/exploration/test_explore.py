@@ -24,8 +24,8 @@ from pytest_xtc.core.execution.settings import Settings
 from pytest_xtc.core.outcome import Failure, FailureKind, Outcome, Phase, Status
 from pytest_xtc.exploration import explore, shrink
 from pytest_xtc.targets.host import HostTarget
+from tests import DATA
 
-DATA = Path(__file__).with_name("data")
 ODD_TILE = (DATA / "odd_tile_target.py").read_text()
 FAST = Settings(isolate=False, perf=False)
 

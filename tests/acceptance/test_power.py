@@ -24,8 +24,8 @@ from pytest_xtc.core.judging import precision, reference
 from pytest_xtc.core.outcome import Outcome, Status
 from pytest_xtc.selftest import faults
 from pytest_xtc.targets.host import HostTarget
+from tests import DATA
 
-DATA = Path(__file__).with_name("data")
 SEEDS = (0, 1, 2)
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from pytest_xtc import cli
+from tests import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 GUIDE = ROOT / "docs" / "user-guide.md"
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")),
              ROOT / "benchmarks" / "README.md"]

@@ -26,12 +26,13 @@ from pytest_xtc.report.parts.records import (
 from pytest_xtc.report.parts.schema import SchemaError
 from pytest_xtc.report.render import summary
 from pytest_xtc.report.rules.verdicts import assemble_report, run_problems
+from tests import DATA
 
 #: A bundle written by the plugin before the report was typed (commit 81b0a03, reports as
 #: dicts): ``pytest pytest_xtc/conformance/test_conformance.py --xtc-target=host
 #: --xtc-report=DIR -k "relu-float32-5x7 or matmul-float32-13x11x7-tile"``. If the suite's
 #: case set changes, write it again with the released version of the plugin.
-OLD = Path(__file__).parent / "data" / "bundle_before_typed_report"
+OLD = DATA / "bundle_before_typed_report"
 
 
 def report_json(report: Report) -> str:

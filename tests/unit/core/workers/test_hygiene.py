@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 from pytest_xtc.core.workers import isolation, transfer
-from tests.test_isolation import Interrupted, gone
-from tests.test_reliability import gone as processes_gone
+from tests.acceptance.test_reliability import gone as processes_gone
+from tests.unit.core.workers.test_isolation import Interrupted, gone
 
 pytestmark = pytest.mark.skipif(not isolation.available(), reason="needs fork and setsid")
 MB = 2**20
@@ -122,7 +122,7 @@ def test_references_are_computed_while_the_worker_compiles(tmp_path, monkeypatch
     from pytest_xtc.core.outcome import Status
     from pytest_xtc.selftest import faults
     from pytest_xtc.targets.host import HostTarget
-    from tests.test_isolation import matmul
+    from tests.unit.core.workers.test_isolation import matmul
 
     class SlowToCompile(HostTarget if target == "host" else faults.Float16Arithmetic):
         def compile(self, case: Any, workdir: Path) -> Any:
@@ -161,7 +161,7 @@ def test_references_beside_a_worker_use_one_blas_thread(tmp_path, monkeypatch):
     from pytest_xtc.core.judging.checks import base
     from pytest_xtc.core.outcome import Status
     from pytest_xtc.targets.host import HostTarget
-    from tests.test_isolation import matmul
+    from tests.unit.core.workers.test_isolation import matmul
 
     def blas_threads() -> set[int]:
         return {i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
@@ -195,7 +195,7 @@ def test_the_run_limit_is_per_kernel_call_in_the_timed_run_too(tmp_path, stuck):
     from pytest_xtc.core.execution.runner import Settings, run_case
     from pytest_xtc.core.outcome import Status
     from pytest_xtc.targets.host import HostTarget
-    from tests.test_isolation import matmul
+    from tests.unit.core.workers.test_isolation import matmul
 
     class Slow(HostTarget):
         def run(self, artifact: Any, inputs: Any, outputs: Any, timing: Any = None) -> Any:
@@ -224,7 +224,7 @@ def test_a_target_s_run_limit_grows_with_the_case_s_work() -> None:
     from pytest_xtc.core.execution import runner
     from pytest_xtc.core.execution.runner import Settings
     from pytest_xtc.targets.host import HostTarget
-    from tests.test_isolation import matmul
+    from tests.unit.core.workers.test_isolation import matmul
 
     host = HostTarget(TargetSpec("host", "host"))
     large = runner._limits(host, matmul(128, 4096, 4096), Settings())

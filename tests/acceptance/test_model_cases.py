@@ -5,11 +5,12 @@ is rejected on the same files."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
-CI = Path(__file__).parent.parent / "examples" / "model-cases" / "ci"
+from tests import DATA, ROOT
+
+CI = ROOT / "examples" / "model-cases" / "ci"
 TARGETS = [["--xtc-target=host"], ["--xtc-target=host-c"],
            ["--xtc-target=nvgpu", "--xtc-nvgpu-arch=sm_90"]]
 
@@ -52,7 +53,7 @@ def test_a_correct_kernel_whose_intermediate_outgrows_an_8mb_stack_passes(run) -
     10 MB) on the stack: with the usual 8 MB limit the correct kernel died of SIGSEGV and
     was reported as the target's crash (a VGG-16 224x224x64 layer did so). The worker
     lets the stack grow (hygiene.roomy_stack)."""
-    data = Path(__file__).parent / "data" / "pad_relu_stack_10mb.yaml"
+    data = DATA / "pad_relu_stack_10mb.yaml"
     result = run("--xtc-target=host", f"--xtc-cases={data}", "--xtc-only-cases",
                  "--xtc-repeat=0", "-q")
     outcomes = _outcomes(result)

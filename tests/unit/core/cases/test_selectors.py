@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
 from pytest_xtc.conformance import builtin_cases
 from pytest_xtc.core.cases import expectations
 from pytest_xtc.core.cases.selectors import Selector, SelectorError, Traits
+from tests import ROOT
 
-TARGETS = Path(__file__).parent.parent / "pytest_xtc" / "targets"
+TARGETS = ROOT / "pytest_xtc" / "targets"
 
 
 def _case(case_id: str):  # type: ignore[no-untyped-def]
