@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from pytest_xtc.core.cases.identity import test_id
 from pytest_xtc.core.execution.suite import cases_for
 from pytest_xtc.plugin import explore, state
 
@@ -156,7 +157,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         if session.selected(adapter.name, case.id)
     ]
     if session.case_ids:
-        found = {i for adapter, case in chosen for i in (case.id, f"{adapter.name}-{case.id}")}
+        found = {i for adapter, case in chosen for i in (case.id, test_id(adapter.name, case.id))}
         unknown = sorted(session.case_ids - found)
         if unknown:
             raise pytest.UsageError(
@@ -173,7 +174,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     )
     marks = _Marks()
     params = [
-        pytest.param(adapter, case, id=f"{adapter.name}-{case.id}", marks=marks.of(adapter, case))
+        pytest.param(adapter, case, id=test_id(adapter.name, case.id),
+                     marks=marks.of(adapter, case))
         for adapter, case in chosen
     ]
     metafunc.parametrize(("xtc_adapter", "xtc_case"), params)

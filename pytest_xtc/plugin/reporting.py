@@ -19,6 +19,7 @@ import pytest
 
 from pytest_xtc import SUITE_VERSION
 from pytest_xtc.core.adapters import registry
+from pytest_xtc.core.cases.identity import test_id
 from pytest_xtc.plugin import options, state
 from pytest_xtc.plugin.bundle_guard import interrupts_deferred, writer_lock
 from pytest_xtc.report import bundle
@@ -121,7 +122,7 @@ class Reporter:
                 capabilities = None
             placements = capabilities["placements"] if capabilities else []
             mine = session.suite_cases(adapter)
-            self.keys.update({f"{adapter.name}-{c.id}": (adapter.name, c.id) for c in mine})
+            self.keys.update({test_id(adapter.name, c.id): (adapter.name, c.id) for c in mine})
             case_set = caseset.target_case_set([caseset.case_entry(c) for c in mine])
             adapter_record = {**adapter_distribution(registry.parse(adapter.name)[0].base),
                               "options": options.adapter_settings(self.config)}

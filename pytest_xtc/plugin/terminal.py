@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from pytest_xtc.core.cases import expectations
+from pytest_xtc.core.cases.identity import test_id
 from pytest_xtc.core.cases.selectors import Traits
 from pytest_xtc.core.outcome import Phase, Status
 from pytest_xtc.plugin import state
@@ -135,7 +136,7 @@ class OutcomeCollector:
             write(f"slowest kernels (median of {slowest[0][1]['repeat']} repeats):", bold=True)
             perf_rows = [
                 [
-                    f"{target}-{case}",
+                    test_id(target, case),
                     human_time(p["median_s"]),
                     f"{p['gflops']:.3g}" if p.get("gflops") else "-",
                     f"{p['time_vs_numpy']:.3g}" if p.get("time_vs_numpy") else "-",

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pytest_xtc.core.cases.identity import test_id
 from pytest_xtc.report.parts.environment import cpu_model
 from pytest_xtc.report.parts.model import Report
 from pytest_xtc.report.parts.records import CaseRecord
@@ -69,7 +70,7 @@ def audit(
     for record in choose(records, count, seed):
         target, case_id = record.target, record.case
         found.chosen.append((target, case_id))
-        name = f"{target}-{case_id}"
+        name = test_id(target, case_id)
         try:
             outcome = replay.rerun(record, workdir)
         except ReplayError as exc:

@@ -21,6 +21,7 @@ from pathlib import Path
 from pytest_xtc.core.adapter import ONCE, TargetAdapter
 from pytest_xtc.core.adapters import registry
 from pytest_xtc.core.cases.case import Case, load_case_paths
+from pytest_xtc.core.cases.identity import test_id
 from pytest_xtc.core.execution.runner import run_case
 from pytest_xtc.core.execution.settings import Settings
 from pytest_xtc.core.outcome import Outcome
@@ -147,5 +148,5 @@ class Replay:
         ReplayError when it cannot be."""
         target, case_id = record.target, record.case
         adapter, case = self.adapter(target), self.case(target, case_id)
-        folder = workdir / safe_name(f"{target}-{case_id}")
+        folder = workdir / safe_name(test_id(target, case_id))
         return run_case(adapter, case, folder, self.settings(target, base))

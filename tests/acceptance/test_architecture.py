@@ -4,6 +4,7 @@ no import circle, and the op registry refuses what it does not declare."""
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 import textwrap
@@ -318,3 +319,13 @@ def test_unit_tests_mirror_the_package() -> None:
     assert not strays, f"unit tests whose place names no module of the package: {strays}"
     flat = [p.name for p in (ROOT / "tests").glob("test_*.py")]
     assert not flat, f"test files outside unit/ and acceptance/: {flat}"
+
+
+def test_a_case_identity_is_written_in_one_place() -> None:
+    """``<target>-<case id>`` is written by core/cases/identity.py alone: no f-string
+    elsewhere joins a target and a case id with a dash."""
+    joined = re.compile(r"\{[\w.]*(?:target|name)[\w.]*\}-\{[\w.]*(?:id|case|case_id)\}")
+    found = [f"{path.relative_to(PACKAGE)}:{n}" for path in PACKAGE.rglob("*.py")
+             if path.name != "identity.py"
+             for n, line in enumerate(path.read_text().splitlines(), 1) if joined.search(line)]
+    assert not found, f"a case identity built outside core/cases/identity.py: {found}"

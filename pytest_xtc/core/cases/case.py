@@ -50,6 +50,14 @@ __all__ = ["BACKEND_OPTIONS", "DEVICE", "HOST", "PRIMITIVE_PARAMS", "REQUIRED", 
            "load_case_file", "load_case_paths", "placements", "retype"]
 @dataclass(frozen=True, eq=False)
 class Case:
+    """One conformance case: an XTC graph (``graph``, in XTC's YAML serialization) with a
+    ``schedule``, the ``dtype`` of its inputs, the kind of input ``values`` (random, exact,
+    special), where each operand lies (``placement``, None: all on the host) and the error
+    rule its outputs are judged by (``c``, the constant of the contraction bound, or
+    ``exact_rule``). ``op`` names its family (``matmul``, ``conv2d+relu``...) and ``shape``
+    its output shape as a label (``13x11x7``); :attr:`id` is its name on every target
+    (:mod:`.identity` adds the target)."""
+
     op: str  # family label: matmul, conv2d, matmul+relu, ...
     dtype: str
     shape: str  # e.g. 64x64x64

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from pytest_xtc.core.cases.identity import test_id
 from pytest_xtc.report.files.atomic import LineAppender
 from pytest_xtc.report.parts.schema import (
     BOOL,
@@ -96,7 +97,7 @@ class CaseRecord(Part):
     @property
     def key(self) -> str:
         """``<target>-<case id>``, the case key of shards and messages."""
-        return f"{self.target}-{self.case}"
+        return test_id(self.target, self.case)
 
 
 def read_record(data: Any, where: str) -> CaseRecord:
