@@ -22,7 +22,7 @@ from pytest_xtc.core.cases.case import PRIMITIVE_PARAMS, REQUIRED, CaseFileError
 from pytest_xtc.core.execution.runner import run_case
 from pytest_xtc.core.execution.settings import Settings
 from pytest_xtc.core.outcome import Failure, FailureKind, Outcome, Phase, Status
-from pytest_xtc.exploration import explore, shrink
+from pytest_xtc.exploration import explore, shrink, tally
 from pytest_xtc.targets.host import HostTarget
 from tests import DATA
 
@@ -151,10 +151,10 @@ def test_a_refused_sample_is_not_supported_and_tallied_apart(tmp_path: Path) -> 
             ("matmul-float32-1x1x1-explore-tile_oo-1of1", "passed", ""),
             ("matmul-float32-1x1x1-explore-tile_p1-0of1", "failed", "wrong results"),
             ("matmul-float32-1x1x1-tile", "failed", "not explored")]
-    table = explore.tally(rows, {"tile_p1": 3})
+    table = tally.tally(rows, {"tile_p1": 3})
     assert table == {"tile_oo": Counter({"XTC refused": 1, "passed": 1}),
                      "tile_p1": Counter({"failed": 1, "not applicable": 3})}
-    assert explore.format_tally(table)[1] == "tile_p1: 1 failed, 3 not applicable"
+    assert tally.format_tally(table)[1] == "tile_p1: 1 failed, 3 not applicable"
 
 
 # -- shrinking -------------------------------------------------------------------------
