@@ -121,7 +121,7 @@ def _layer(chain: Chain, model: Model, strict: bool) -> Layer:
         raise NotImported(f"op of domain {node.domain!r}: no XTC op")
     builder = LayerBuilder(model)
     layout = None
-    left_out, parts = "", {}
+    left_out, parts = "", dict[str, tuple[str, str]]()
     if node.op_type in ANCHORS:
         refuse(_problems(node, model, strict))
         parts = {} if strict else ANCHORS[node.op_type].epilogue(node, model)

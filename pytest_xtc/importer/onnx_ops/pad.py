@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 
 from pytest_xtc.core.cases.casefile import MAX_RANK
-from pytest_xtc.importer.layer import LayerBuilder
 from pytest_xtc.importer import folding
+from pytest_xtc.importer.layer import LayerBuilder
 from pytest_xtc.importer.model import Model, NotImported, attributes
 from pytest_xtc.importer.onnx_ops import known_attributes, reason_of, refuse
 from pytest_xtc.ops.builder import Operand
@@ -20,14 +20,14 @@ Widths = dict[int, list[int]]
 def widths(node: Any, model: Model) -> tuple[Widths, float]:
     """{axis: [before, after]} for the padded axes and the constant; NotImported when
     the widths or the value are not constants or the mode is not constant."""
-    found = reason_of(known_attributes, node, ("mode", "pads", "value"))
+    reasons = reason_of(known_attributes, node, ("mode", "pads", "value"))
     attrs = attributes(node)
     mode = attrs.get("mode", b"constant")
     mode = mode.decode() if isinstance(mode, bytes) else str(mode)
     if mode != "constant":
-        found.append(f"Pad mode {mode}: XTC pads with a constant")
-    found += reason_of(_constants, node, model)
-    refuse(found)
+        reasons.append(f"Pad mode {mode}: XTC pads with a constant")
+    reasons += reason_of(_constants, node, model)
+    refuse(reasons)
     x = node.input[0]
     rank = len(model.shape(x))
     model.dtype(x)
