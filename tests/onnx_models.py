@@ -6,6 +6,7 @@ at 28 MB), and a small model of every chain and refusal."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -177,7 +178,7 @@ def alexnet(scale: int = 1, size: int = 224, name: str = "alexnet") -> Any:
     x = net.op("Flatten", [x], "flatten")
     side = ((((size + 4 - 11) // 4 + 1 - 3) // 2 + 1 - 3) // 2 + 1 - 3) // 2 + 1
     fcs = (cin * side * side, 4096 // scale, 4096 // scale, 1000 // scale)
-    for i, (n_in, n_out) in enumerate(zip(fcs, fcs[1:], strict=False), 6):
+    for i, (n_in, n_out) in enumerate(itertools.pairwise(fcs), 6):
         w, b = net.weight(f"fc{i}.weight", (n_out, n_in)), net.weight(f"fc{i}.bias", (n_out,))
         x = net.op("Gemm", [x, w, b], f"fc{i}", transB=1)
         if i < 8:

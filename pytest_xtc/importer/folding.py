@@ -8,6 +8,7 @@ computed at run time from one, or a node the importer does not evaluate."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -15,6 +16,7 @@ from onnx import helper, numpy_helper
 
 from pytest_xtc.importer.model import ONNX_DOMAINS, Model, attributes
 
+ROUNDS = 4  # fold, infer shapes again, fold what they make known...
 MAX_FOLDED = 1 << 16  # elements of a folded value: shapes, pads, axes; never weights
 NOT_EVALUATED = ("RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike",
                  "Multinomial", "Bernoulli", "If", "Loop", "Scan", "SequenceMap")
@@ -22,17 +24,67 @@ CONSTANT_FORMS = {"value_float": np.float32, "value_floats": np.float32,
                   "value_int": np.int64, "value_ints": np.int64}
 
 
-def fold(model: Model) -> None:
+Shapes = tuple[dict[str, tuple[int, ...] | None], dict[str, int]]
+
+
+def fold_all(model: Model, proto: Any, infer: Callable[[Any], Shapes]) -> None:
+    """Fold, then infer shapes again with the folded values as initializers (what ONNX's
+    own data propagation did not follow, e.g. a Div of a Shape), while that tells more."""
+    for _ in range(ROUNDS):
+        if not fold(model) or not _unknown_after_folded(model):
+            return
+        try:
+            found, elem_types = infer(_with_folded(proto, model))
+        except ValueError:  # ModelError: what folding gave ONNX refuses; keep what we have
+            return
+        learned = {k: v for k, v in found.items() if v is not None and
+                   model.shapes.get(k) is None}
+        if not learned:
+            return
+        model.shapes.update(learned)
+        model.elem_types.update({k: elem_types[k] for k in learned if k in elem_types})
+
+
+def fold(model: Model) -> int:
     """Every node whose outputs are constants, in model order, folded into
-    ``model.constants`` and listed in ``model.folded``."""
+    ``model.constants`` and listed in ``model.folded``; how many were new."""
+    count = 0
     for node in model.nodes:
-        if node.domain not in ONNX_DOMAINS:
+        if node.domain not in ONNX_DOMAINS or id(node) in model.folded:
             continue
         values = _constant_node(node) if node.op_type == "Constant" else _evaluated(node, model)
         if values is None:
             continue
         model.constants.update(zip(node.output, values, strict=False))
         model.folded.add(id(node))
+        count += 1
+    return count
+
+
+def _unknown_after_folded(model: Model) -> bool:
+    """Whether a node reading a folded value has an output of unknown shape."""
+    return any(model.shapes.get(out) is None
+               for name in model.constants for user in model.consumers.get(name, [])
+               if id(user) not in model.folded for out in user.output if out)
+
+
+def _with_folded(proto: Any, model: Model) -> Any:
+    """A light copy of ``proto`` for shape inference: folded nodes replaced by their values
+    as initializers; large initializers as typed graph inputs (their shapes, no bytes)."""
+    graph = proto.graph
+    small = [t for t in graph.initializer if math.prod(t.dims) <= MAX_FOLDED]
+    large = [helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
+             for t in graph.initializer if math.prod(t.dims) > MAX_FOLDED]
+    kept = [n for n in model.nodes if id(n) not in model.folded]
+    names = {o for n in model.nodes if id(n) in model.folded for o in n.output}
+    values = [numpy_helper.from_array(model.constants[n], n) for n in names
+              if n in model.constants]
+    inputs = [i for i in graph.input if i.name not in {t.name for t in graph.initializer}]
+    light = helper.make_graph(kept, graph.name, inputs + large, list(graph.output),
+                              small + values)
+    copy = helper.make_model(light, opset_imports=list(proto.opset_import))
+    copy.ir_version = proto.ir_version
+    return copy
 
 
 def _constant_node(node: Any) -> list[np.ndarray] | None:

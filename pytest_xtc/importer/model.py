@@ -93,14 +93,34 @@ def load(path: Path, dims: Mapping[str, int], name: str | None = None,
     except onnx.checker.ValidationError as exc:
         raise ModelError(f"{path}: not a valid ONNX model: {one_line(exc)}") from None
     _fix_dims(path, proto, dims, other_dims)
+    model = _model(path, proto, _infer(path, proto), name or case_prefix(path.stem))
+    folding.fold_all(model, proto, lambda folded: shapes(_infer(path, folded).graph))
+    return model
+
+
+def _infer(path: Path, proto: Any) -> Any:
     try:
-        inferred = onnx.shape_inference.infer_shapes(proto, check_type=True, strict_mode=True,
-                                                     data_prop=True)
+        return onnx.shape_inference.infer_shapes(proto, check_type=True, strict_mode=True,
+                                                 data_prop=True)
     except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError) as exc:
         raise ModelError(f"{path}: ONNX shape inference fails: {one_line(exc)}") from None
-    model = _model(path, proto, inferred, name or case_prefix(path.stem))
-    folding.fold(model)
-    return model
+
+
+def shapes(graph: Any) -> tuple[dict[str, tuple[int, ...] | None], dict[str, int]]:
+    """Every tensor's shape (None: not fully known) and element type in ``graph``."""
+    found: dict[str, tuple[int, ...] | None] = {}
+    elem_types: dict[str, int] = {}
+    for info in [*graph.input, *graph.output, *graph.value_info]:
+        kind = info.type.tensor_type
+        elem_types[info.name] = kind.elem_type
+        dims = kind.shape.dim if kind.HasField("shape") else None
+        known = dims is not None and all(d.HasField("dim_value") for d in dims)
+        found[info.name] = tuple(d.dim_value for d in dims) if known and dims is not None \
+            else None
+    for tensor in graph.initializer:
+        found[tensor.name] = tuple(tensor.dims)
+        elem_types[tensor.name] = tensor.data_type
+    return found, elem_types
 
 
 def case_prefix(text: str) -> str:
@@ -197,21 +217,10 @@ def _fix_dims(path: Path, proto: Any, dims: Mapping[str, int], other_dims: bool)
 
 def _model(path: Path, proto: Any, inferred: Any, name: str) -> Model:
     graph = inferred.graph
-    shapes: dict[str, tuple[int, ...] | None] = {}
-    elem_types: dict[str, int] = {}
-    for info in [*graph.input, *graph.output, *graph.value_info]:
-        kind = info.type.tensor_type
-        elem_types[info.name] = kind.elem_type
-        dims = kind.shape.dim if kind.HasField("shape") else None
-        known = dims is not None and all(d.HasField("dim_value") for d in dims)
-        shapes[info.name] = tuple(d.dim_value for d in dims) if known and dims is not None \
-            else None
+    known, elem_types = shapes(graph)
     initializers = {t.name: t for t in graph.initializer}
-    for tensor in graph.initializer:
-        shapes[tensor.name] = tuple(tensor.dims)
-        elem_types[tensor.name] = tensor.data_type
     opset = next((o.version for o in proto.opset_import if o.domain in ONNX_DOMAINS), 0)
-    model = Model(name, path.resolve().parent, opset, list(graph.node), shapes, elem_types,
+    model = Model(name, path.resolve().parent, opset, list(graph.node), known, elem_types,
                   initializers, outputs={o.name for o in graph.output},
                   inputs={i.name for i in graph.input} - set(initializers))
     for node in graph.node:
