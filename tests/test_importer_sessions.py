@@ -65,9 +65,9 @@ def test_a_layer_over_the_budget_is_written_and_marked(zoo: Path, tmp_path: Path
                                 "--max-case-bytes=4096")
     assert code == 0 and out.count("over the budget: needs") == 2  # 02_matmul: 2,560 B
     assert "--xtc-max-case-bytes=4096" in out  # the pytest command it prints keeps it
-    code, _, err = import_model(zoo / "decoder.onnx", tmp_path / "bad", capsys,
-                                "--max-case-bytes=0")
-    assert code == 2 and "expected an integer >= 1" in err
+    with pytest.raises(SystemExit) as exited:
+        import_model(zoo / "decoder.onnx", tmp_path / "bad", capsys, "--max-case-bytes=0")
+    assert exited.value.code == 2 and "expected an integer >= 1" in capsys.readouterr().err
 
 
 def test_a_folder_of_models_one_table_each_and_a_total(zoo: Path, tmp_path: Path,
