@@ -14,7 +14,14 @@ from typing import Any
 import numpy as np
 from onnx import helper, numpy_helper
 
-from pytest_xtc.importer.model import ONNX_DOMAINS, Model, attributes
+# ``model``: a :class:`pytest_xtc.importer.model.Model`, which calls this module as it
+# loads (so no import of it here: no circle).
+Model = Any
+ONNX_DOMAINS = ("", "ai.onnx")
+
+
+def attributes(node: Any) -> dict[str, Any]:
+    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
 
 ROUNDS = 4  # fold, infer shapes again, fold what they make known...
 MAX_FOLDED = 1 << 16  # elements of a folded value: shapes, pads, axes; never weights
