@@ -73,13 +73,19 @@ def test_a_layer_over_the_budget_is_written_and_marked(zoo: Path, tmp_path: Path
 def test_a_folder_of_models_one_table_each_and_a_total(zoo: Path, tmp_path: Path,
                                                       capsys: Any) -> None:
     (zoo / "broken.onnx").write_bytes(b"not a model")
+    for stem in ("x-y", "x_y"):  # one name once made a case name: told apart
+        (zoo / f"{stem}.onnx").write_bytes((zoo / "encoder.onnx").read_bytes())
     code, out, err = import_model(zoo, tmp_path / "cases", capsys)
     assert code == 1 and err.count("\n") == 1 and "broken.onnx: not an ONNX model" in err
     assert "decoder: 3 layers imported as 3 case files" in out
     assert "encoder: 2 layers imported as 2 case files" in out
-    assert ("total: 2 models, 5 layers imported as 5 case files (1 over the budget), 0 nodes "
+    assert ("total: 4 models, 9 layers imported as 9 case files (1 over the budget), 0 nodes "
             "not imported; 1 models not read (below)") in out
-    assert sorted(p.name for p in (tmp_path / "cases").iterdir()) == ["decoder", "encoder"]
+    folders = sorted(p.name for p in (tmp_path / "cases").iterdir())
+    assert folders == ["decoder", "encoder", "x_y", "x_y_2"]
+    names = {yaml.safe_load(p.read_text())["name"] for p in (tmp_path / "cases").rglob("*")
+             if p.is_file()}
+    assert len(names) == 9 and "x_y_2_01_matmul_relu" in names
 
 
 def test_two_models_of_one_graph_name_run_in_one_session(zoo: Path, tmp_path: Path,

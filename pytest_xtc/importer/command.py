@@ -87,12 +87,28 @@ def _models(path: Path, name: str | None) -> list[Path]:
     return found
 
 
-def _one(path: Path, args: argparse.Namespace, sizes: dict[str, int], prefix: str) -> Imported:
-    """One model imported; ``prefix``: its subfolder in a folder's import."""
+def _unique(names: list[str]) -> list[str]:
+    """``names`` made unique (``a-b.onnx`` and ``a_b.onnx`` both give ``a_b``)."""
+    seen: set[str] = set()
+    found = []
+    for name in names:
+        unique, n = name, 1
+        while unique in seen:
+            n += 1
+            unique = f"{name}_{n}"
+        seen.add(unique)
+        found.append(unique)
+    return found
+
+
+def _one(path: Path, args: argparse.Namespace, sizes: dict[str, int], prefix: str,
+         name: str | None) -> Imported:
+    """One model imported as ``name`` (None: its stem); ``prefix``: its subfolder in a
+    folder's import."""
     from pytest_xtc.importer import chains, writer
     from pytest_xtc.importer.model import ModelError, load
 
-    model = load(path, sizes, args.name, other_dims=bool(prefix))
+    model = load(path, sizes, name, other_dims=bool(prefix))
     layers, skipped = chains.translate(model, args.strict)
     if not layers:
         reasons = "; ".join(sorted({f"{s.op}: {s.reason}" for s in skipped})[:4])
@@ -125,10 +141,10 @@ def run(args: argparse.Namespace) -> int:
     zoo = args.model.is_dir()
     done: list[Imported] = []
     failed: list[str] = []
-    for path in paths:
-        prefix = f"{case_prefix(path.stem)}/" if zoo else ""
+    for path, name in zip(paths, _unique([case_prefix(p.stem) for p in paths]), strict=True):
+        prefix = f"{name}/" if zoo else ""
         try:
-            done.append(_one(path, args, sizes, prefix))
+            done.append(_one(path, args, sizes, prefix, name if zoo else args.name))
         except ModelError as exc:
             if not zoo:
                 raise CommandError(str(exc)) from None

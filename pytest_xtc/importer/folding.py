@@ -113,8 +113,8 @@ def _evaluated(node: Any, model: Model) -> list[np.ndarray] | None:
     if not inputs or any(n not in model.constants and n not in model.initializers
                          for n in inputs):
         return None
-    for out in node.output:
-        shape = model.shapes.get(out)
+    for name in [*inputs, *(o for o in node.output if o)]:  # sizes known before any read
+        shape = model.shapes.get(name)
         if shape is None or math.prod(shape) > MAX_FOLDED:
             return None
     feeds = {n: model.constant(n) for n in inputs}
