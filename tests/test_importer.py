@@ -316,6 +316,7 @@ def test_without_the_onnx_extra_import_says_what_to_install(tmp_path: Path) -> N
     {"model": "m", "count": 1, "layers": [{"nodes": ["a"], "tensors": {}}], "layouts":
      {"X": [0, 0]}},  # not a permutation
     {"model": "m", "count": 1, "layers": [{"nodes": ["a"], "tensors": {}}], "seq": 1},
+    {"model": "m", "count": 1, "layers": [{"nodes": ["a"], "tensors": {}}], "omitted": 3},
 ])
 def test_a_malformed_source_key_is_refused(tmp_path: Path, source: Any) -> None:
     from pytest_xtc.conformance.families import FAMILIES
