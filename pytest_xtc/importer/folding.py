@@ -84,8 +84,11 @@ def _with_folded(proto: Any, model: Model) -> Any:
              for t in graph.initializer if math.prod(t.dims) > MAX_FOLDED]
     kept = [n for n in model.nodes if id(n) not in model.folded]
     names = {o for n in model.nodes if id(n) in model.folded for o in n.output}
-    values = [numpy_helper.from_array(model.constants[n], n) for n in names
-              if n in model.constants]
+    folded = {n: model.constants[n] for n in names if n in model.constants}
+    values = [numpy_helper.from_array(v, n) for n, v in folded.items() if v.size <= MAX_FOLDED]
+    large += [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(v.dtype),
+                                            list(v.shape))
+              for n, v in folded.items() if v.size > MAX_FOLDED]  # a Constant node's weight
     inputs = [i for i in graph.input if i.name not in {t.name for t in graph.initializer}]
     light = helper.make_graph(kept, graph.name, inputs + large, list(graph.output),
                               small + values)
