@@ -6,6 +6,7 @@ at 28 MB), and a small model of every chain and refusal."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -155,3 +156,46 @@ def save(model: Any, folder: Path, name: str) -> Path:
     path = folder / f"{name}.onnx"
     onnx.save(model, str(path))
     return path
+
+
+def alexnet(scale: int = 1, size: int = 224, name: str = "alexnet") -> Any:
+    """AlexNet as torchvision exports it (every Conv and Gemm with a bias; Relu, MaxPool,
+    Flatten, a Gemm head with transB): at ``scale`` 1 and ``size`` 224 its real layer
+    shapes; ``scale`` divides the channels and features (a small variant to run)."""
+    net = Net(5)
+    x, cin = "image", 3
+    convs = ((64, 11, 4, 2), (192, 5, 1, 2), (384, 3, 1, 1), (256, 3, 1, 1), (256, 3, 1, 1))
+    for i, (cout, k, stride, pad) in enumerate(convs, 1):
+        cout //= scale
+        w, b = net.weight(f"conv{i}.weight", (cout, cin, k, k)), net.weight(f"conv{i}.bias",
+                                                                         (cout,))
+        x = net.op("Conv", [x, w, b], f"conv{i}", kernel_shape=[k, k], strides=[stride] * 2,
+                   pads=[pad] * 4)
+        x = net.op("Relu", [x], f"relu{i}")
+        if i in (1, 2, 5):
+            x = net.op("MaxPool", [x], f"pool{i}", kernel_shape=[3, 3], strides=[2, 2])
+        cin = cout
+    x = net.op("Flatten", [x], "flatten")
+    side = ((((size + 4 - 11) // 4 + 1 - 3) // 2 + 1 - 3) // 2 + 1 - 3) // 2 + 1
+    fcs = (cin * side * side, 4096 // scale, 4096 // scale, 1000 // scale)
+    for i, (n_in, n_out) in enumerate(itertools.pairwise(fcs), 6):
+        w, b = net.weight(f"fc{i}.weight", (n_out, n_in)), net.weight(f"fc{i}.bias", (n_out,))
+        x = net.op("Gemm", [x, w, b], f"fc{i}", transB=1)
+        if i < 8:
+            x = net.op("Relu", [x], f"relu{i}")
+    image = helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 3, size, size])
+    return net.model(name, [image], x, [1, fcs[-1]])
+
+
+def two_layers(graph_name: str, big: int = 0) -> Any:
+    """MatMul + Relu then MatMul, under ``graph_name`` (PyTorch exports are all
+    ``torch_jit_export`` or ``main_graph``); ``big``: a last MatMul by an [8, big] weight
+    given as a graph input (no bytes in the file: its shape is what the importer reads)."""
+    net = Net(6)
+    x = net.op("Relu", [net.op("MatMul", ["x", net.weight("w", (16, 8))], "mm")], "relu")
+    x = net.op("MatMul", [x, net.weight("w2", (8, 8))], "mm2")
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 16])]
+    if big:
+        inputs.append(helper.make_tensor_value_info("w_big", TensorProto.FLOAT, [8, big]))
+        return net.model(graph_name, inputs, net.op("MatMul", [x, "w_big"], "big"), [4, big])
+    return net.model(graph_name, inputs, x, [4, 8])

@@ -162,7 +162,8 @@ def case_bytes(case: Case) -> int:
 
 def load_case_file(path: Path, max_case_bytes: int = DEFAULT_MAX_CASE_BYTES) -> list[Case]:
     """The cases of one user case file, validated (:mod:`casefile`) before anything is
-    built; a case needing more than ``max_case_bytes`` is refused."""
+    built; a case needing more than ``max_case_bytes`` is refused, unless it is a model's
+    layer (``source``): real shapes, kept, and skipped naming the budget when run."""
     data = casefile.read(path)
     graph: GraphDict = {k: data[k] for k in ("name", "inputs", "nodes", "outputs") if k in data}
     graph.setdefault("name", path.stem)
@@ -203,7 +204,7 @@ def load_case_file(path: Path, max_case_bytes: int = DEFAULT_MAX_CASE_BYTES) -> 
     ]
     for case in found:
         needed = case_bytes(case)
-        if needed > max_case_bytes:
+        if needed > max_case_bytes and "source" not in data:  # imported layers: skipped
             raise CaseFileError(
                 f"{path}: case {case.id} needs about {needed / 2**20:,.0f} MiB for its operands "
                 f"and reference, over the budget of {max_case_bytes / 2**20:,.0f} MiB; "
