@@ -24,6 +24,7 @@ from pytest_xtc.plugin import options, state
 from pytest_xtc.plugin.bundle_guard import interrupts_deferred, writer_lock
 from pytest_xtc.report import bundle
 from pytest_xtc.report.parts.environment import adapter_distribution, suite_source, system_info
+from pytest_xtc.report.parts.facts import AdapterRecord, CapabilitiesRecord
 from pytest_xtc.report.parts.model import (
     Command,
     Report,
@@ -110,7 +111,7 @@ class Reporter:
         targets = {}
         for adapter in session.adapters:
             probe = adapter.status()
-            capabilities: dict[str, Any] | None
+            capabilities: CapabilitiesRecord | None
             try:
                 caps = adapter.capabilities()
                 capabilities = {
@@ -124,8 +125,9 @@ class Reporter:
             mine = session.suite_cases(adapter)
             self.keys.update({test_id(adapter.name, c.id): (adapter.name, c.id) for c in mine})
             case_set = caseset.target_case_set([caseset.case_entry(c) for c in mine])
-            adapter_record = {**adapter_distribution(registry.parse(adapter.name)[0].base),
-                              "options": options.adapter_settings(self.config)}
+            base = registry.parse(adapter.name)[0].base
+            adapter_record: AdapterRecord = {**adapter_distribution(base),
+                                             "options": options.adapter_settings(self.config)}
             targets[adapter.name] = Target(
                 tier=probe.tier.value, reason=str(probe.reason or ""),
                 versions=dict(probe.versions), device=probe.device,

@@ -153,7 +153,9 @@ def finish(
     """Write report.json (and results.jsonl when given), each format, then the manifest,
     each file whole; raises WriteError naming the file that could not be written."""
     if records is not None:
-        _write(path / RESULTS, "".join(dumps_line(r) for r in records))
+        _write(path / RESULTS, "".join(dumps_line(r) if isinstance(r, CaseRecord) else
+                                       json.dumps(clean(r), sort_keys=True, allow_nan=False) + "\n"
+                                       for r in records))
     data = report.to_dict() if isinstance(report, Report) else report
     _write(path / REPORT, json.dumps(clean(data), indent=1, sort_keys=True) + "\n")
     if records is None:

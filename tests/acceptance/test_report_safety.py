@@ -17,7 +17,7 @@ import pytest
 from pytest_xtc import cli
 from pytest_xtc.report import bundle, verify
 from pytest_xtc.report.files import atomic
-from pytest_xtc.report.parts.records import ResultsWriter, sha256_file
+from pytest_xtc.report.parts.records import CaseRecord, ResultsWriter, sha256_file
 from pytest_xtc.report.render import summary
 from pytest_xtc.report.render.text import markdown, visible
 from pytest_xtc.report.rules.verdicts import assemble
@@ -68,10 +68,10 @@ def test_results_keep_whole_lines_when_the_disk_fills(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     writer = ResultsWriter(tmp_path)
-    writer.write({"target": "t", "case": "a", "status": "passed"})
+    writer.write(CaseRecord(target="t", case="a", status="passed"))
     full_disk_for(monkeypatch, "results.jsonl", after=10)  # half of the next line
     with pytest.raises(OSError, match="No space left on device"):
-        writer.write({"target": "t", "case": "b", "status": "passed"})
+        writer.write(CaseRecord(target="t", case="b", status="passed"))
     monkeypatch.undo()
     lines = (tmp_path / "results.jsonl").read_text().splitlines()
     assert [json.loads(x)["case"] for x in lines] == ["a"] and writer.written == 1

@@ -8,9 +8,9 @@ import subprocess
 from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
-from typing import Any
 
 from pytest_xtc.core.versions import installed
+from pytest_xtc.report.parts.facts import AdapterRecord, SuiteSource, System
 from pytest_xtc.report.parts.model import Target
 
 PACKAGES = ("pytest-xtc", "pytest", "pytest-xdist", "numpy", "xtc-tools",
@@ -18,7 +18,7 @@ PACKAGES = ("pytest-xtc", "pytest", "pytest-xdist", "numpy", "xtc-tools",
             "xtc-mlir-extra-tools")
 
 
-def suite_source() -> dict[str, Any]:
+def suite_source() -> SuiteSource:
     """The suite's git commit and whether its tree was dirty, when it is a checkout."""
     import pytest_xtc
 
@@ -34,7 +34,7 @@ def suite_source() -> dict[str, Any]:
         return {"commit": None, "dirty": None}
 
 
-def adapter_distribution(target: str) -> dict[str, Any]:
+def adapter_distribution(target: str) -> AdapterRecord:
     """The installed distribution that registers ``target`` (a base name, without
     ``[ordinal]``) in the ``pytest_xtc.targets`` entry-point group: its name, version and
     the entry point's value."""
@@ -59,12 +59,13 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def system_info(targets: Mapping[str, Target]) -> dict[str, Any]:
+def system_info(targets: Mapping[str, Target]) -> System:
     versions = installed(*PACKAGES)
     for entry in targets.values():  # the adapters' own distributions
         adapter = entry.adapter or {}
-        if adapter.get("distribution") and adapter.get("version"):
-            versions.setdefault(adapter["distribution"], adapter["version"])
+        distribution, version = adapter.get("distribution"), adapter.get("version")
+        if distribution and version:
+            versions.setdefault(distribution, version)
     return {
         "os": platform.platform(), "machine": platform.machine(), "cpu": cpu_model(),
         "cpu_count": os.cpu_count(), "python": platform.python_version(),

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from pytest_xtc.core.outcome import Word
+from pytest_xtc.report.parts.facts import AdapterRecord, CapabilitiesRecord, SuiteSource, System
 from pytest_xtc.report.parts.reasons import Reason, ReasonCode, ReasonError, parse
 from pytest_xtc.report.parts.records import CaseRecord
 from pytest_xtc.report.parts.schema import (
@@ -147,8 +148,8 @@ class Settings(Part):
     suite_version: str | None
     certifying: bool | None = None  # what the run claimed (verify recomputes it)
     targets: Any = None  # the --xtc-target selection
-    adapter_options: Mapping[str, Any] | None = None
-    target_versions: Mapping[str, Any] | None = None
+    adapter_options: Mapping[str, str | None] | None = None
+    target_versions: Mapping[str, Mapping[str, str]] | None = None
     shard: str | None = None  # --xtc-shard=I/N
     workers: Any = None  # pytest-xdist's -n
     KEYS: ClassVar[Keys] = {"seed": optional(INT), "strict": BOOL, "ignore_expectations": BOOL,
@@ -164,12 +165,12 @@ class Run(Part):
     settings: Settings
     filters: tuple[str, ...]  # how the run left out cases, one phrase each
     interrupted: str  # why it stopped early ("" when it did not)
-    system: Mapping[str, Any]  # environment.system_info
+    system: System  # environment.system_info
     command: Command | None = None
     started: str | None = None  # ISO times, UTC
     finished: str | None = None
     duration_s: float | None = None
-    suite_source: Mapping[str, Any] | None = None  # environment.suite_source
+    suite_source: SuiteSource | None = None  # environment.suite_source
     exit_status: int | None = None
     collected: int | None = None  # node ids pytest collected
     KEYS: ClassVar[Keys] = {"settings": part(Settings), "filters": STRS, "interrupted": STR,
@@ -185,14 +186,14 @@ class Target(Part):
 
     tier: str
     reason: str  # why the tier ("" when available)
-    versions: Mapping[str, Any]  # the toolchain versions it reported
+    versions: Mapping[str, str]  # the toolchain versions it reported
     device: str | None
     placements: tuple[str, ...]
-    capabilities: Mapping[str, Any] | None  # ops, dtypes, placements, schedules
+    capabilities: CapabilitiesRecord | None  # ops, dtypes, placements, schedules
     runs: tuple[int, ...]  # indices into the report's runs
     shards: Shards | None
     case_set: TargetCaseSet
-    adapter: Mapping[str, Any] | None = None  # distribution, version, entry point, options
+    adapter: AdapterRecord | None = None  # distribution, version, entry point, options
     counts: Mapping[str, int] | None = None
     verdicts: Mapping[str, ProfileVerdict] | None = None  # profile -> verdict
     waived: Mapping[str, str] | None = None  # case id -> waiver id

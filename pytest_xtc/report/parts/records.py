@@ -105,12 +105,8 @@ def read_record(data: Any, where: str) -> CaseRecord:
     return CaseRecord.from_dict(data, where)
 
 
-def as_dict(record: CaseRecord | Mapping[str, Any]) -> Mapping[str, Any]:
-    return record.to_dict() if isinstance(record, CaseRecord) else record
-
-
-def dumps_line(record: CaseRecord | Mapping[str, Any]) -> str:
-    return json.dumps(clean(as_dict(record)), sort_keys=True, allow_nan=False) + "\n"
+def dumps_line(record: CaseRecord) -> str:
+    return json.dumps(clean(record.to_dict()), sort_keys=True, allow_nan=False) + "\n"
 
 
 class ResultsWriter:
@@ -125,7 +121,7 @@ class ResultsWriter:
         """How many results the file holds whole."""
         return self._lines.lines
 
-    def write(self, record: CaseRecord | Mapping[str, Any]) -> None:
+    def write(self, record: CaseRecord) -> None:
         self._lines.append(dumps_line(record))
 
     def close(self) -> None:
@@ -141,6 +137,6 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def record_key(record: CaseRecord | Mapping[str, Any]) -> str:
-    return json.dumps(as_dict(record), sort_keys=True)
+def record_key(record: CaseRecord) -> str:
+    return json.dumps(record.to_dict(), sort_keys=True)
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from pytest_xtc.core.cases import graphs
 from pytest_xtc.core.cases.case import DEVICE, Case
+from pytest_xtc.report.parts.facts import CapabilitiesRecord
 
 CORE, DEVICE_MEMORY, EXTENDED = "core", "device-memory", "extended"
 PROFILES: dict[str, str] = {
@@ -61,15 +61,17 @@ def _alternative(need: Mapping[str, Sequence[str]]) -> str:
     return " and ".join(f"{key} {', '.join(values)}" for key, values in need.items())
 
 
-def applicable(profile: str, capabilities: Mapping[str, Any] | None) -> str | None:
+def applicable(profile: str, capabilities: CapabilitiesRecord | None) -> str | None:
     """Why ``capabilities`` (the bundle's record: ops, dtypes, placements) cannot claim
     ``profile``, or None when they meet one of its minimum alternatives."""
     if capabilities is None:
         return "the target's capabilities are unknown (capabilities() failed or not recorded)"
+    have = {"ops": set(capabilities.get("ops") or ()),
+            "dtypes": set(capabilities.get("dtypes") or ()),
+            "placements": set(capabilities.get("placements") or ())}
     for need in MINIMUM[profile]:
-        if all(set(values) <= set(capabilities.get(key) or ()) for key, values in need.items()):
+        if all(set(values) <= have.get(key, set()) for key, values in need.items()):
             return None
-    declared = _alternative({k: sorted(capabilities.get(k) or ()) or ["none"]
-                             for k in ("ops", "dtypes", "placements")})
+    declared = _alternative({k: sorted(v) or ["none"] for k, v in have.items()})
     wanted = " or ".join(_alternative(n) for n in MINIMUM[profile])
     return f"declares {declared}; {profile} needs at least {wanted}"

@@ -27,6 +27,7 @@ from typing import Any
 
 from pytest_xtc.core.cases.selectors import Traits
 from pytest_xtc.core.outcome import Status
+from pytest_xtc.report.parts.facts import CapabilitiesRecord
 from pytest_xtc.report.parts.model import (
     CaseSetHash,
     ProfileVerdict,
@@ -141,7 +142,7 @@ def _profile_verdict(
                           present=frozenset({"waived"} if counted else ()))
 
 
-def _unfit(profile: str, capabilities: Mapping[str, Any] | None) -> Reason | None:
+def _unfit(profile: str, capabilities: CapabilitiesRecord | None) -> Reason | None:
     why = applicable(profile, capabilities)
     if why is None:
         return None
@@ -176,7 +177,7 @@ def judge(
     *,
     traits: Mapping[str, Traits] | None = None,
     xtc_version: str | None = None,
-    capabilities: Mapping[str, Any] | None = None,
+    capabilities: CapabilitiesRecord | None = None,
 ) -> Judgement:
     """Counts and verdicts of one target. ``required``: case id -> profile of every case
     this bundle must hold; ``run_problems``: why the run itself cannot certify;
