@@ -1,0 +1,183 @@
+"""Inputs refused by kind before they are read, and keys given twice refused: a FIFO, a
+device or a folder where a case, expectation, waiver, bundle or id-list file is expected is
+a one-line error at once (opening a FIFO used to wait forever); a YAML or JSON mapping
+naming a key twice is a one-line error naming the file, the key and the line (the last
+value used to win silently)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pytest_xtc import cli
+from pytest_xtc.core.cases import case as cases
+from pytest_xtc.core.cases import expectations
+from pytest_xtc.core.cases.case import CaseFileError
+from pytest_xtc.report import bundle
+from pytest_xtc.report.waivers import WaiverFileError, load_waivers
+from tests.test_casefiles import matmul
+from tests.test_report import CASES, make_bundle
+
+pytestmark = pytest.mark.timeout(60)  # a reader blocked on a FIFO fails, not hangs
+
+
+def fifo(path: Path) -> Path:
+    os.mkfifo(path)
+    return path
+
+
+def fast(call: Callable[[], object], error: type[Exception], *needles: str) -> str:
+    """``call()`` raises ``error`` within 2 s, with a one-line message holding ``needles``."""
+    start = time.monotonic()
+    with pytest.raises(error) as info:
+        call()
+    assert time.monotonic() - start < 2
+    message = str(info.value)
+    assert "\n" not in message, message
+    for needle in needles:
+        assert needle in message, message
+    return message
+
+
+# -- kind ------------------------------------------------------------------------------
+
+
+def test_a_fifo_in_a_cases_folder_is_refused_at_once(tmp_path: Path) -> None:
+    (tmp_path / "a.yaml").write_text(yaml.safe_dump(matmul()))
+    named = fifo(tmp_path / "b.yaml")
+    fast(lambda: cases.load_case_paths([tmp_path]), CaseFileError, str(named), "FIFO")
+
+
+def test_a_fifo_named_as_the_case_file_is_refused(tmp_path: Path) -> None:
+    named = fifo(tmp_path / "b.yaml")
+    fast(lambda: cases.load_case_paths([named]), CaseFileError, str(named), "FIFO")
+
+
+def test_a_folder_named_like_a_case_file_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "d.yaml").mkdir()
+    fast(lambda: cases.load_case_file(tmp_path / "d.yaml"), CaseFileError, "a directory")
+
+
+def test_a_device_as_a_case_file_is_refused() -> None:
+    fast(lambda: cases.load_case_file(Path("/dev/zero")), CaseFileError, "character device")
+
+
+def test_a_fifo_as_an_expectation_file_is_refused(tmp_path: Path) -> None:
+    named = fifo(tmp_path / "x.expectations.yaml")
+    fast(lambda: expectations.load(named), expectations.ExpectationFileError, str(named), "FIFO")
+
+
+def test_a_fifo_as_the_waiver_file_is_refused(tmp_path: Path) -> None:
+    named = fifo(tmp_path / "waivers.yaml")
+    fast(lambda: load_waivers(named), WaiverFileError, str(named), "FIFO")
+
+
+@pytest.mark.parametrize("name", [bundle.REPORT, bundle.RESULTS, bundle.MANIFEST])
+def test_a_fifo_in_a_bundle_is_refused(tmp_path: Path, name: str,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    where = tmp_path / "b"
+    make_bundle(where, [(c, "passed") for c in CASES])
+    (where / name).unlink()
+    fifo(where / name)
+    start = time.monotonic()
+    assert cli.main(["verify", str(where)]) != 0
+    assert time.monotonic() - start < 5
+    err = capsys.readouterr().err
+    assert "regular file" in err, err
+
+
+def test_the_xtc_case_id_list_may_not_be_a_fifo(tmp_path: Path) -> None:
+    """``--xtc-case=@FIFO``: a usage error at once, one line, exit 4."""
+    named = fifo(tmp_path / "ids")
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--collect-only", "-q",
+         f"--xtc-case=@{named}", "--xtc-target=host"],
+        capture_output=True, text=True, timeout=60, cwd=tmp_path,
+    )
+    assert done.returncode == 4, done.stdout + done.stderr
+    said = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(said) == 1 and "FIFO" in said[0], done.stderr
+
+
+def test_a_session_given_a_fifo_case_ends_at_once_with_a_usage_error(tmp_path: Path) -> None:
+    """The hang of the issue: ``--xtc-cases`` on a folder holding a FIFO named b.yaml."""
+    folder = tmp_path / "cases"
+    folder.mkdir()
+    named = fifo(folder / "b.yaml")
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--collect-only", "-q",
+         f"--xtc-cases={folder}", "--xtc-only-cases", "--xtc-target=host"],
+        capture_output=True, text=True, timeout=60, cwd=tmp_path,
+    )
+    assert done.returncode == 4, done.stdout + done.stderr
+    said = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(said) == 1 and str(named) in said[0] and "FIFO" in said[0], done.stderr
+
+
+# -- duplicate keys ----------------------------------------------------------------------
+
+
+def test_a_case_file_naming_dtypes_twice_is_refused(tmp_path: Path) -> None:
+    text = yaml.safe_dump(matmul()) + "dtypes: [float32]\ndtypes: [float64]\n"
+    path = tmp_path / "twice.yaml"
+    path.write_text(text)
+    line = len(text.splitlines())
+    fast(lambda: cases.load_case_paths([path]), CaseFileError,
+         f"{path}:{line}:", "'dtypes'", "twice", f"first at line {line - 1}")
+
+
+def test_a_key_twice_deep_in_a_case_file_is_refused(tmp_path: Path) -> None:
+    data = matmul()
+    text = yaml.safe_dump(data).replace("  name: ", "  name: x\n  name: ", 1)
+    path = tmp_path / "deep.yaml"
+    path.write_text(text)
+    fast(lambda: cases.load_case_paths([path]), CaseFileError, str(path), "'name'", "twice")
+
+
+def test_a_flow_mapping_naming_a_key_twice_is_refused(tmp_path: Path) -> None:
+    text = yaml.safe_dump(matmul()) + "error_rule: {c: 1, c: 100}\n"
+    path = tmp_path / "flow.yaml"
+    path.write_text(text)
+    fast(lambda: cases.load_case_paths([path]), CaseFileError, "'c'", "twice")
+
+
+def test_an_expectation_entry_naming_a_key_twice_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "t.expectations.yaml"
+    path.write_text("- pattern: relu-*\n  phase: run\n  reason: r\n  url: u\n"
+                    "- pattern: matmul-*\n  phase: run\n  phase: compile\n  reason: r\n  url: u\n")
+    fast(lambda: expectations.load(path), expectations.ExpectationFileError,
+         f"{path}:7:", "'phase'", "first at line 6")
+
+
+def test_a_waiver_naming_a_key_twice_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "waivers.yaml"
+    path.write_text("- id: w1\n  pattern: relu-*\n  pattern: '*'\n  xtc: '<=0.3.2'\n"
+                    "  reason: r\n  url: u\n")
+    fast(lambda: load_waivers(path), WaiverFileError, f"{path}:3:", "'pattern'")
+
+
+def test_distinct_mappings_may_share_keys(tmp_path: Path) -> None:
+    """The real host's check: a case file whose nodes repeat keys across mappings loads."""
+    path = tmp_path / "ok.yaml"
+    path.write_text(yaml.safe_dump(matmul()))
+    assert cases.load_case_paths([path])
+
+
+def test_a_bundle_json_naming_a_key_twice_names_the_line(tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]
+                                                         ) -> None:
+    where = tmp_path / "b"
+    make_bundle(where, [(c, "passed") for c in CASES])
+    lines = (where / bundle.RESULTS).read_text().splitlines()
+    lines[2] = lines[2].replace('{"case"', '{"status": "failed", "case"', 1)
+    (where / bundle.RESULTS).write_text("\n".join(lines) + "\n")
+    with pytest.raises(bundle.BundleError) as info:
+        bundle.load(where)
+    assert f"{bundle.RESULTS}:3:" in str(info.value) and "'status'" in str(info.value)
