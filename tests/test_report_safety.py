@@ -179,7 +179,7 @@ def test_json_with_a_duplicate_key_is_refused(
         where_said, first, key = "results.jsonl:2", 2, "status"
     _resum(where)
     capsys.readouterr()
-    assert cli.main(["verify", str(where)]) == 1
+    assert cli.main(["verify", str(where)]) == 3
     err = capsys.readouterr().err
     assert err == (
         f"{where}: refused: {where_said}: duplicate JSON key {key!r} (first at line {first}; "

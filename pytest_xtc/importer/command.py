@@ -13,9 +13,10 @@ EXTRA_HINT = "import needs the onnx package: pip install 'pytest-xtc[onnx]'"
 
 
 class CommandError(Exception):
-    """A one-line problem: the command prints it and exits 1 (2 for a usage error)."""
+    """A one-line problem: the command prints it and exits 3, bad input (2 for a usage
+    error; :mod:`pytest_xtc.exit_status`)."""
 
-    def __init__(self, message: str, code: int = 1) -> None:
+    def __init__(self, message: str, code: int = 3) -> None:
         super().__init__(message)
         self.code = code
 
@@ -47,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         import onnx  # noqa: F401  (the optional extra)
     except ImportError:
-        raise CommandError(EXTRA_HINT) from None
+        raise CommandError(EXTRA_HINT, 2) from None
     from pytest_xtc.importer import chains, table, writer
     from pytest_xtc.importer.model import ModelError, load
 

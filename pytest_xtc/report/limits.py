@@ -120,15 +120,16 @@ def depth(text: str) -> int:
     return deepest
 
 
-def loads(text: str, where: str, line: int = 1) -> Any:
+def loads(text: str, where: str, line: int | None = None) -> Any:
     """``json.loads`` after refusing nesting deeper than MAX_JSON_DEPTH; an object that
     names a key twice is refused (readers differ on which value counts), naming its line
-    (``text`` starting at line ``line`` of the file ``where``)."""
+    (``text``: line ``line`` of the file ``where``, or the whole file)."""
     if depth(text) > MAX_JSON_DEPTH:
-        raise LimitError(f"{where}: JSON nested deeper than {MAX_JSON_DEPTH} levels")
+        at = where if line is None else f"{where}: line {line}"
+        raise LimitError(f"{at}: JSON nested deeper than {MAX_JSON_DEPTH} levels")
 
     try:
-        return loads_json(text, where, line)
+        return loads_json(text, where, line or 1)
     except DuplicateKey as exc:
         raise LimitError(
             f"{where}:{exc.line}: duplicate JSON key {exc.key!r} (first at line {exc.first}; "

@@ -26,10 +26,33 @@ from pytest_xtc.core.execution import declcache
 GROUP = "pytest_xtc.targets"
 
 
+class DuplicateTarget(ValueError):
+    """Two entry points register one target name; the message names both distributions
+    and how to choose between them."""
+
+
+def _origin(ep: EntryPoint) -> str:
+    dist = ep.dist
+    return f"{dist.name if dist is not None else 'an unnamed distribution'} ({ep.value})"
+
+
 @cache
 def registered() -> dict[str, EntryPoint]:
-    """Every adapter entry point, by target name."""
-    return {ep.name: ep for ep in entry_points(group=GROUP)}
+    """Every adapter entry point, by target name. A name registered twice (by two
+    distributions, or twice by one; the same class or not) raises DuplicateTarget: which
+    one would win depends on the order of ``sys.path``, so none is picked."""
+    found: dict[str, EntryPoint] = {}
+    for ep in entry_points(group=GROUP):
+        other = found.setdefault(ep.name, ep)
+        if other is not ep:
+            dists = sorted({d.name for d in (other.dist, ep.dist) if d is not None})
+            choose = " or ".join(f"pip uninstall {d}" for d in dists) or "uninstall one"
+            raise DuplicateTarget(
+                f"target {ep.name!r} is registered twice, by {_origin(other)} and by "
+                f"{_origin(ep)}; keep one: {choose} (or rename the target in that "
+                f"distribution's {GROUP} entry points)"
+            )
+    return found
 
 
 #: Names of the plugin's own options (``--xtc-<name>``): no adapter may declare one.

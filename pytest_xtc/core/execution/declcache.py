@@ -20,12 +20,13 @@ own (``load``/``store``'s ``name``).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from importlib.machinery import PathFinder
 from importlib.metadata import EntryPoint
 from pathlib import Path
@@ -43,6 +44,20 @@ def cache_file(name: str = FILE_NAME) -> Path | None:
         return None
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "pytest-xtc" / name
+
+
+@contextlib.contextmanager
+def switched_off() -> Iterator[None]:
+    """Every cache off while the block runs, in this process and those it starts."""
+    previous = os.environ.get(ENV_SWITCH)
+    os.environ[ENV_SWITCH] = "off"
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(ENV_SWITCH, None)
+        else:
+            os.environ[ENV_SWITCH] = previous
 
 
 def module_file(name: str) -> Path | None:
