@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from pytest_xtc.core.execution import declcache, registry
+from pytest_xtc.core.adapters import declcache, registry
 from pytest_xtc.exit_status import TABLE as EXIT_TABLE
 from pytest_xtc.exit_status import Exit
 from pytest_xtc.importer import command as importer
