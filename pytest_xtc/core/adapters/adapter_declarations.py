@@ -123,8 +123,9 @@ def option_declarations() -> Declarations:
             numbered.add(name)
         if not facts.get("deterministic", True):
             varying.add(name)
-        if "expectations" in facts:
-            expected[name] = facts["expectations"]
+        beside = _default_expectations(name) if facts.get("default_expectations") else None
+        if beside is not None:
+            expected[name] = beside
         if isinstance(facts.get("placements"), list):
             placed[name] = frozenset(map(str, facts["placements"]))
         problems[name] = trouble
@@ -143,6 +144,14 @@ def option_declarations() -> Declarations:
 
 
 _Raw = tuple[list[dict[str, Any] | str], dict[str, Any]]
+
+
+def _default_expectations(name: str) -> str | None:
+    """The default expectations file of target ``name``'s adapter: beside the module its
+    entry point names, found from the entry point alone (a cached declaration only says
+    that the default is kept, so a cache cannot point at another file)."""
+    source = declcache.module_file(registered()[name].module)
+    return None if source is None else str(source.resolve().with_suffix(".expectations.yaml"))
 
 
 def _all_declared() -> dict[str, tuple[list[OptionSpec], list[str], dict[str, Any]]]:
@@ -215,7 +224,9 @@ def _tuple(value: Any) -> tuple[str, ...] | None:
 def _read_options(ep: EntryPoint) -> _Raw:
     """In the child: the factory's ``options`` as plain fields (or a problem, as text),
     and its facts: ``ordinals``, ``deterministic`` and, when the factory is an adapter
-    class that keeps the default ``expectations_file``, the path it gives (``expectations``),
+    class defined in the entry point's own module that keeps the default
+    ``expectations_file``, ``default_expectations`` (its path is then found from the entry
+    point, never taken from the cache: :func:`_default_expectations`),
     and its declared ``placements`` (a frozenset of names)."""
     try:
         factory = ep.load()
@@ -232,7 +243,9 @@ def _read_options(ep: EntryPoint) -> _Raw:
         and factory.expectations_file is TargetAdapter.expectations_file
     ):
         source = Path(inspect.getfile(factory)).resolve()
-        facts["expectations"] = str(source.with_suffix(".expectations.yaml"))
+        entry_module = declcache.module_file(ep.module)
+        if entry_module is not None and entry_module.resolve() == source:
+            facts["default_expectations"] = True
     placements = declared_placements(factory) if isinstance(factory, type) else None
     if placements is not None and all(isinstance(p, str) for p in placements):
         facts["placements"] = sorted(placements)
