@@ -172,3 +172,27 @@ def test_a_certification_run_reads_and_writes_no_cache(dirs, tmp_path: Path) -> 
     statuses = [json.loads(line)["status"]
                 for line in (report / "results.jsonl").read_text().splitlines() if line]
     assert statuses == ["passed"], statuses  # the planted declaration was not read
+
+
+def test_a_planted_exploration_plan_is_drawn_again(dirs, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The drawn schedules (and which XTC refused) decide verdicts: a plan file this
+    user's suite did not write, in the plan folder, is not believed."""
+    from pytest_xtc.conformance import builtin_cases
+    from pytest_xtc.exploration import explore
+
+    monkeypatch.delenv(explore.CACHE_ENV, raising=False)
+    bases = list(builtin_cases()[:1])
+    drawn = {bases[0].id: {"tile_oo": {"samples": []}}}
+    calls: list[int] = []
+
+    def draw(*args: object) -> dict[str, object]:
+        calls.append(1)
+        return drawn
+
+    monkeypatch.setattr(explore, "_draw_all", draw)
+    path = explore._cache_file(bases, 2, 0, ["tile_oo"])
+    assert path is not None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({bases[0].id: {"tile_oo": {"na": "planted"}}}))
+    assert explore.draw_all(bases, 2, 0, ["tile_oo"]) == drawn and calls == [1]
+    assert explore.draw_all(bases, 2, 0, ["tile_oo"]) == drawn and calls == [1]  # kept, sealed
