@@ -76,7 +76,8 @@ def _read(path: Path) -> bytes | None:
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
     with os.fdopen(fd, "rb") as stream:
         info = os.fstat(fd)
-        private = info.st_mode & 0o077 == 0 and info.st_uid == os.getuid()
+        owner = os.getuid() if hasattr(os, "getuid") else info.st_uid
+        private = info.st_mode & 0o077 == 0 and info.st_uid == owner
         if not stat.S_ISREG(info.st_mode) or not private or info.st_size != KEY_BYTES:
             return None
         return stream.read(KEY_BYTES + 1)
