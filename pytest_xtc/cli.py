@@ -1,12 +1,11 @@
 """``xtc-conformance``: list targets, run a certification, verify and merge bundles, and
 prove the suite's own power (``selftest``).
 
-Exit status: 0 when all went well, 1 when a bundle does not verify or cannot be merged,
-when ``verify --rerun N`` finds a rerun case that disagrees with the bundle, or when
-``run`` finds a target not conformant (with or without waivers) to a claimed profile
-(``--profile``, default core; "not applicable" fails too; a shard counts when nothing but
-its being one shard stands against it) or a bundle that does not certify, 2 for a usage
-error. ``run`` passes on pytest's own status when pytest wrote no bundle.
+Exit status: one table for every subcommand (:mod:`pytest_xtc.exit_status`, shown by
+``--help``): 0 done, 1 verdict no, 2 usage, 3 bad input, 4 internal. ``run`` gives 1 when a
+target is not conformant (with or without waivers) to a claimed profile (``--profile``,
+default core; "not applicable" fails too; a shard counts when nothing but its being one
+shard stands against it) or the bundle does not certify.
 """
 
 from __future__ import annotations
@@ -18,8 +17,11 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
-from pytest_xtc.core.adapters import registry
+from pytest_xtc.core.adapters import declcache, registry
+from pytest_xtc.exit_status import TABLE as EXIT_TABLE
+from pytest_xtc.exit_status import Exit
 from pytest_xtc.importer import command as importer
 from pytest_xtc.report import bundle, merge, verify
 from pytest_xtc.report.parts.model import Report, Scope
@@ -35,7 +37,7 @@ PROG = "xtc-conformance"
 class CliError(Exception):
     """A one-line problem; the command exits with ``code``."""
 
-    def __init__(self, message: str, code: int = 1) -> None:
+    def __init__(self, message: str, code: int = Exit.BAD_INPUT) -> None:
         super().__init__(message)
         self.code = code
 
@@ -48,7 +50,8 @@ def _target_options(pairs: Sequence[str]) -> dict[str, str | None]:
         key, sep, value = pair.partition("=")
         if not sep or key not in known:
             names = ", ".join(sorted(known)) or "(none)"
-            raise CliError(f"--target-option {pair}: expected KEY=VALUE with KEY among {names}", 2)
+            raise CliError(f"--target-option {pair}: expected KEY=VALUE with KEY among {names}",
+                           Exit.USAGE)
         settings[key] = value
     return settings
 
@@ -77,26 +80,49 @@ def pytest_args(args: argparse.Namespace) -> list[str]:
 
 
 def cmd_run(args: argparse.Namespace, extra: Sequence[str]) -> int:
+    # A certification believes no cache (docs/caches.md): the adapters' declarations are
+    # read afresh and XTC's runtime built, here, in pytest, its workers and their hosts.
+    with declcache.switched_off():
+        return _certify(args, extra)
+
+
+def _certify(args: argparse.Namespace, extra: Sequence[str]) -> int:
     if extra:
         raise CliError(f"run: refusing {' '.join(extra)}: a certification runs the full case "
-                       "set; use pytest itself (-k, -m, node ids) for a partial run", 2)
+                       "set; use pytest itself (-k, -m, node ids) for a partial run", Exit.USAGE)
     if os.environ.get("PYTEST_ADDOPTS"):
         raise CliError("run: PYTEST_ADDOPTS is set; unset it, a certification takes no "
-                       "extra pytest options", 2)
+                       "extra pytest options", Exit.USAGE)
+    _check_target(args.target)
     try:
         bundle.check_destination(args.report)
     except bundle.BundleError as exc:
-        raise CliError(f"run: {exc}", 2) from None
+        raise CliError(f"run: {exc}") from None
     import pytest
 
     status = int(pytest.main(pytest_args(args)))
     if not (args.report / bundle.MANIFEST).is_file():
         print(f"{PROG}: run: pytest ended with status {status} and wrote no bundle",
               file=sys.stderr)
-        return status or 1
+        return Exit.USAGE if status == pytest.ExitCode.USAGE_ERROR else Exit.INTERNAL
     report, _, _ = bundle.read(args.report)
     print(format_verdicts(report))
     return 0 if claims_hold(report, args.profile, partial_ok=bool(args.shard)) else 1
+
+
+def _check_target(selection: str) -> None:
+    """A usage error unless ``selection`` names registered targets (pytest would else
+    refuse it with its own status)."""
+    try:
+        known = registry.registered()
+        unknown = [s.name for s in registry.parse(selection)
+                   if s.base not in known and s.name not in ("all", "auto")]
+    except (registry.SelectionError, registry.DuplicateTarget) as exc:
+        raise CliError(f"run: --target {selection}: {exc}", Exit.USAGE) from None
+    if unknown:
+        names = ", ".join(sorted(known)) or "(none)"
+        raise CliError(f"run: --target {selection}: unknown target {', '.join(unknown)}; "
+                       f"registered targets: {names}", Exit.USAGE)
 
 
 def claims_hold(report: Report, profiles: Sequence[str], partial_ok: bool) -> bool:
@@ -140,7 +166,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     for problem in problems:
         print(visible(f"{args.bundle}: {problem}"), file=sys.stderr)
     if problems or report is None:
-        return 1
+        return Exit.BAD_INPUT
     assert report.case_set is not None  # verified: assembled
     print(visible(f"{args.bundle}: OK ({len(records)} results, {len(report.targets)} "
                   f"targets, case set {report.case_set.sha256[:16]})"))
@@ -171,15 +197,24 @@ def cmd_merge(args: argparse.Namespace) -> int:
     except bundle.BundleError as exc:
         raise CliError(f"merge: {exc}") from None
     except bundle.WriteError as exc:
-        raise CliError(f"merge: {exc}; {args.out} was left as it was") from None
+        raise CliError(f"merge: {exc}; {args.out} was left as it was", Exit.INTERNAL) from None
     count = report.case_set.count if report.case_set else 0
     print(visible(f"{args.out}: merged {len(args.bundles)} bundles, {count} required cases"))
     print(format_verdicts(report))
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, its usage errors on one line (exit status 2, as in the table)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(Exit.USAGE, f"{self.prog}: {message}; see {self.prog} --help\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
+    parser = _Parser(prog=PROG, description=__doc__.splitlines()[0],
+                                     epilog=EXIT_TABLE,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     option_help = "an adapter option (as --xtc-KEY of pytest); repeatable"
 
@@ -234,7 +269,7 @@ def cmd_shrink(args: argparse.Namespace) -> int:
     from pytest_xtc.exploration import shrink
 
     if not (args.bundle / bundle.REPORT).is_file():
-        raise CliError(f"shrink: {args.bundle}: no {bundle.REPORT}; give a bundle directory", 2)
+        raise CliError(f"shrink: {args.bundle}: no {bundle.REPORT}; give a bundle directory")
     out = args.out or args.bundle / "shrunk"
     results = shrink.shrink_bundle(args.bundle, out)
     for result in results:
@@ -267,7 +302,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_run(args, extra)
         if args.command == "verify":
             if args.rerun is not None and args.rerun < 1:
-                raise CliError("verify: --rerun N needs N >= 1", 2)
+                raise CliError("verify: --rerun N needs N >= 1", Exit.USAGE)
             return cmd_verify(args)
         if args.command == "selftest":
             from pytest_xtc.selftest import proof as selftest
@@ -283,6 +318,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CliError as exc:
         print(visible(f"{PROG}: {exc}"), file=sys.stderr)
         return exc.code
+    except registry.DuplicateTarget as exc:
+        print(visible(f"{PROG}: {exc}"), file=sys.stderr)
+        return Exit.USAGE
+    except Exception as exc:  # a bug: one line, its own status, no traceback
+        print(visible(f"{PROG}: internal error: {type(exc).__name__}: {exc} (a bug: "
+                      "report it with the command line)"), file=sys.stderr)
+        return Exit.INTERNAL
 
 
 if __name__ == "__main__":

@@ -6,11 +6,10 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from pytest_xtc.conformance import coverage
 from pytest_xtc.conformance.families import FAMILIES
 from pytest_xtc.core.cases.case import Case, Schedule
+from pytest_xtc.core.cases.unique_keys import load_yaml
 
 CATALOG = Path(__file__).with_name("catalog.yaml")
 SUITE_MODULE = Path(__file__).with_name("test_conformance.py")
@@ -26,7 +25,7 @@ def _build(family: str, params: Any, dtype: str):  # type: ignore[no-untyped-def
 @cache
 def builtin_cases() -> tuple[Case, ...]:
     """Every built-in case, in a stable order (xdist workers must agree on it)."""
-    catalog = yaml.safe_load(CATALOG.read_text())
+    catalog = load_yaml(CATALOG.read_text(), str(CATALOG))
     cases: list[Case] = []
     for family, spec in catalog["families"].items():
         schedules = [Schedule.from_data(n, steps) for n, steps in spec["schedules"].items()]
@@ -72,7 +71,7 @@ def _covered(family: str, spec: Any, schedules: dict[str, Schedule]) -> list[Cas
 
 def coverage_table() -> dict[str, coverage.Coverage]:
     """What each family's cases cover, for the families with a ``cover`` section."""
-    catalog = yaml.safe_load(CATALOG.read_text())
+    catalog = load_yaml(CATALOG.read_text(), str(CATALOG))
     found = {}
     for family, spec in catalog["families"].items():
         if "cover" in spec:

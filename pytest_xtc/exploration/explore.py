@@ -27,15 +27,16 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from pytest_xtc.core.adapters import declcache
+from pytest_xtc.core.adapters import cache_seal, declcache
 from pytest_xtc.core.cases.case import Case, Schedule
 from pytest_xtc.core.cases.schedule_rules import InvalidSchedule, UnknownLoop
+from pytest_xtc.core.cases.textfile import UnreadableFile, read_bytes
+from pytest_xtc.core.cases.unique_keys import loads_json
 from pytest_xtc.core.versions import installed
 from pytest_xtc.core.xtc.scheduling import GraphScheduler, main_loops
 
@@ -195,14 +196,19 @@ def _case(base: Case, draw: Draw, entry: Mapping[str, Any]) -> Case:
     return replace(base, schedule=schedule, tags=base.tags | {PREFIX, f"strategy={draw.strategy}"})
 
 
-def _cache_file(bases_: Sequence[Case], pool: int, base_seed: int, names: Sequence[str]) -> Path:
+def _cache_file(
+    bases_: Sequence[Case], pool: int, base_seed: int, names: Sequence[str]
+) -> Path | None:
     text = json.dumps(
         [installed("xtc-tools"), BREAKS, pool, base_seed, list(names),
          [[c.key, c.source, c.graph] for c in bases_]],
         sort_keys=True, default=str,
     )
     digest = hashlib.sha256(text.encode()).hexdigest()[:24]
-    folder = Path(os.environ.get(CACHE_ENV) or Path(tempfile.gettempdir()) / "pytest-xtc-explore")
+    kept = declcache.cache_file("explore")  # None: caches off, or no sealing key
+    if kept is None:
+        return None
+    folder = Path(os.environ.get(CACHE_ENV) or kept)
     return folder / f"plan-{digest}.json"
 
 
@@ -211,8 +217,10 @@ def draw_all(
     cache: bool = True,
 ) -> dict[str, dict[str, Any]]:
     """Every strategy's pool on every base case, as data (base key -> strategy -> entry).
-    Kept in a file of the temporary directory keyed by everything it depends on (XTC's
-    version included), so that xdist workers and the controller draw once."""
+    Kept in a file of the suite's cache (or ``$XTC_EXPLORE_CACHE``) keyed by everything it
+    depends on (XTC's version included), so that xdist workers and the controller draw
+    once; sealed (:mod:`cache_seal`): a plan this user's suite did not write is drawn
+    again (its samples and what they say XTC refused decide verdicts)."""
     from pytest_xtc.core.xtc import xtc_env
 
     names = list(names) if names is not None else strategy_names()
@@ -222,17 +230,24 @@ def draw_all(
 
         path.parent.mkdir(parents=True, exist_ok=True)
         with FileLock(str(path) + ".lock"):
-            if path.is_file():
-                try:
-                    return dict(json.loads(path.read_text()))
-                except ValueError:
-                    pass
+            kept = _kept_plan(path)
+            if kept is not None:
+                return kept
             drawn = _draw_all(bases_, pool, base_seed, names, xtc_env)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(drawn))
-            tmp.replace(path)
+            sealed = cache_seal.seal(json.dumps(drawn).encode())
+            if sealed is not None:
+                declcache.replace_whole(path, sealed)
             return drawn
     return _draw_all(bases_, pool, base_seed, names, xtc_env)
+
+
+def _kept_plan(path: Path) -> dict[str, dict[str, Any]] | None:
+    try:
+        raw = cache_seal.unseal(read_bytes(path, declcache.MAX_FILE_BYTES))
+        kept = loads_json(raw.decode(), str(path)) if raw is not None else None
+    except (UnreadableFile, ValueError):
+        return None
+    return kept if isinstance(kept, dict) else None
 
 
 def _draw_all(bases_: Sequence[Case], pool: int, base_seed: int, names: Sequence[str],

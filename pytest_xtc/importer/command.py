@@ -20,9 +20,10 @@ NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,39}")
 
 
 class CommandError(Exception):
-    """A one-line problem: the command prints it and exits 1 (2 for a usage error)."""
+    """A one-line problem: the command prints it and exits 3, bad input (2 for a usage
+    error; :mod:`pytest_xtc.exit_status`)."""
 
-    def __init__(self, message: str, code: int = 1) -> None:
+    def __init__(self, message: str, code: int = 3) -> None:
         super().__init__(message)
         self.code = code
 
@@ -133,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         import onnx  # noqa: F401  (the optional extra)
     except ImportError:
-        raise CommandError(EXTRA_HINT) from None
+        raise CommandError(EXTRA_HINT, 2) from None
     from pytest_xtc.importer import table, writer
     from pytest_xtc.importer.model import ModelError, case_prefix
 
@@ -174,7 +175,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"wrote {len(files)} case files to {args.out}: pytest --xtc-target=host "
           f"--xtc-cases={args.out} --xtc-only-cases{flag}"
           + (f" ({over} over the budget: skipped)" if over else ""))
-    return 1 if failed else 0
+    return 3 if failed else 0  # bad input: some models could not be read
 
 
 def _total(done: list[Imported], failed: list[str], over: int) -> str:

@@ -4,6 +4,7 @@ it) and Ctrl-C held off while the last files are written."""
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import threading
 from collections.abc import Iterator
@@ -18,8 +19,14 @@ def writer_lock(path: Path) -> Any:
     bundle holds only its own files), taken now; a second writer is a usage error."""
     from filelock import FileLock, Timeout
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(str(path.with_name(f".{path.name}.xtc-lock")))
+    lock_file = path.with_name(f".{path.name}.xtc-lock")
+    try:  # what cannot be made is said as it is, not taken for another writer's lock
+        path.parent.mkdir(parents=True, exist_ok=True)
+        os.close(os.open(lock_file, os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK, 0o644))
+    except OSError as exc:
+        raise pytest.UsageError(f"--xtc-report={path}: {_cause(exc)}; choose a directory "
+                                "that can be written") from None
+    lock = FileLock(str(lock_file))
     try:
         lock.acquire(timeout=0)
     except Timeout:
@@ -28,6 +35,13 @@ def writer_lock(path: Path) -> Any:
             "end or choose another directory"
         ) from None
     return lock
+
+
+def _cause(exc: OSError) -> str:
+    where = exc.filename or "the report folder"
+    if isinstance(exc, (FileExistsError, NotADirectoryError)):
+        return f"{where} is a file, not a directory"
+    return f"cannot create {where}: {exc.strerror or exc}"
 
 
 @contextlib.contextmanager

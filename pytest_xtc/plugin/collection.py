@@ -36,6 +36,7 @@ PLACEMENT_MARKERS = {
     "operands_mixed": "operands of the case in host and device memory",
 }
 _DECLARED = pytest.StashKey[set[str]]()
+_UNKNOWN_IDS = pytest.StashKey[list[str]]()  # --xtc-case ids no selected target has
 DTYPE_MARKERS = {
     "float32": "a case in float32",
     "float64": "a case in float64",
@@ -159,11 +160,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if session.case_ids:
         found = {i for adapter, case in chosen for i in (case.id, test_id(adapter.name, case.id))}
         unknown = sorted(session.case_ids - found)
-        if unknown:
-            raise pytest.UsageError(
-                f"--xtc-case: no case of the selected targets has the id {', '.join(unknown)} "
-                "(ids read TARGET-CASE as in the test ids, or CASE for every target)"
-            )
+        if unknown:  # refused when collection ends: a usage error raised here would be
+            metafunc.config.stash[_UNKNOWN_IDS] = unknown  # a collection error (exit 2)
     _declare(
         metafunc.config,
         {
@@ -186,7 +184,14 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     """The collected items live as long as the session: the cycle collector leaves them
     (and what they hold) alone from now on, instead of walking the catalog's thousands of
     items at every full collection and at pytest's own at the end (0.25 s each with
-    7,000 items). The workers' forks already freeze what the process held before them."""
+    7,000 items). The workers' forks already freeze what the process held before them.
+    First, an ``--xtc-case`` id no selected target has is a usage error."""
+    unknown = session.config.stash.get(_UNKNOWN_IDS, None)
+    if unknown:
+        raise pytest.UsageError(
+            f"--xtc-case: no case of the selected targets has the id {', '.join(unknown)} "
+            "(ids read TARGET-CASE as in the test ids, or CASE for every target)"
+        )
     gc.freeze()
 
 

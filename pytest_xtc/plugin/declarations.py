@@ -286,6 +286,10 @@ def add_adapter_options(parser: pytest.Parser) -> None:
 
     group = parser.getgroup("xtc", "XTC conformance")
     declared = {name for opt in group.options for name in opt.names()}
+    try:
+        adapter_declarations.registered()
+    except adapter_declarations.DuplicateTarget as exc:
+        raise pytest.UsageError(str(exc)) from None
     for option in adapter_declarations.adapter_options():
         flag = f"--xtc-{option.name}"
         if flag in declared:

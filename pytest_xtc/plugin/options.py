@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from pytest_xtc.core.cases.textfile import UnreadableFile, read_text
 from pytest_xtc.plugin.declarations import (  # noqa: F401  (re-exported)
     DEFAULT_LOAD_TIMEOUT,
     DEFAULT_MAX_CASE_BYTES,
@@ -110,6 +111,9 @@ def timing(config: pytest.Config) -> Timing:
     return Timing(repeat, config.getoption("xtc_number"), config.getoption("xtc_min_repeat_ms"))
 
 
+ID_LIST_BYTES = 4 << 20  # an --xtc-case=@FILE list of case ids
+
+
 def case_ids(values: Sequence[str]) -> list[str]:
     """The ids of ``--xtc-case`` values: each an id, or ``@FILE`` with one id a line
     (blank lines and ``#`` comments skipped)."""
@@ -119,9 +123,9 @@ def case_ids(values: Sequence[str]) -> list[str]:
             found.append(value.strip())
             continue
         try:
-            text = Path(value[1:]).read_text()
-        except OSError as exc:
-            raise pytest.UsageError(f"--xtc-case={value}: {exc.strerror}") from None
+            text = read_text(Path(value[1:]), ID_LIST_BYTES)
+        except UnreadableFile as exc:
+            raise pytest.UsageError(f"--xtc-case={value}: {exc}") from None
         for line in text.splitlines():
             line = line.split("#", 1)[0].strip()
             if line:

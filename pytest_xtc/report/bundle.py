@@ -159,7 +159,7 @@ def finish(
     data = report.to_dict() if isinstance(report, Report) else report
     _write(path / REPORT, json.dumps(clean(data), indent=1, sort_keys=True) + "\n")
     if records is None:
-        records = [limits.loads(line, RESULTS) for _, line in limits.lines(path, RESULTS)]
+        records = [limits.loads(line, RESULTS, n) for n, line in limits.lines(path, RESULTS)]
     typed = report if isinstance(report, Report) else read_report(clean(data), f"{REPORT}:")
     cases = [r if isinstance(r, CaseRecord) else read_record(clean(r), f"{RESULTS}:")
              for r in records]
@@ -266,7 +266,7 @@ def _load(path: Path) -> tuple[Report, list[CaseRecord], list[str]]:
     records = []
     for n, line in limits.lines(path, RESULTS):
         try:
-            record = limits.loads(line, f"{RESULTS}: line {n}")
+            record = limits.loads(line, RESULTS, n)
         except ValueError as exc:
             if isinstance(exc, limits.LimitError):
                 raise

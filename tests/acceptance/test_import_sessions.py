@@ -76,7 +76,7 @@ def test_a_folder_of_models_one_table_each_and_a_total(zoo: Path, tmp_path: Path
     for stem in ("x-y", "x_y"):  # one name once made a case name: told apart
         (zoo / f"{stem}.onnx").write_bytes((zoo / "encoder.onnx").read_bytes())
     code, out, err = import_model(zoo, tmp_path / "cases", capsys)
-    assert code == 1 and err.count("\n") == 1 and "broken.onnx: not an ONNX model" in err
+    assert code == 3 and err.count("\n") == 1 and "broken.onnx: not an ONNX model" in err
     assert "decoder: 3 layers imported as 3 case files" in out
     assert "encoder: 2 layers imported as 2 case files" in out
     assert ("total: 4 models, 9 layers imported as 9 case files (1 over the budget), 0 nodes "
@@ -114,6 +114,6 @@ def test_a_write_error_names_out_not_the_gone_temporary_folder(
     monkeypatch.setattr(writer.cases, "load_case_file", refuse)
     out = tmp_path / "cases"
     code, stdout, err = import_model(zoo / "encoder.onnx", out, capsys)
-    assert code == 1 and stdout == "" and err.count("\n") == 1
+    assert code == 3 and stdout == "" and err.count("\n") == 1
     assert f"{out}/01_matmul_relu.yaml: malformed graph" in err, err
     assert [p.name for p in tmp_path.iterdir()] == ["zoo"]  # nothing left behind

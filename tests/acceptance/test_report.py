@@ -324,7 +324,7 @@ def test_report_of_a_filtered_run(pytester: pytest.Pytester, run: Any) -> None:
     data = bytearray((where / bundle.RESULTS).read_bytes())
     data[len(data) // 2] ^= 0x20
     (where / bundle.RESULTS).write_bytes(bytes(data))
-    assert cli.main(["verify", str(where)]) == 1
+    assert cli.main(["verify", str(where)]) == 3
 
 
 def test_report_into_a_foreign_directory_is_a_usage_error(pytester: pytest.Pytester,

@@ -172,20 +172,20 @@ def test_json_with_a_duplicate_key_is_refused(
     text = path.read_text()
     if name == bundle.REPORT:  # a reader taking the first "certifies" sees another claim
         path.write_text(text.replace("{", '{\n "certifies": true,', 1))
-        where_said = "report.json"
+        where_said, first = "report.json:7", 2  # the key inserted on line 2, then its own
         key = "certifies"
     else:
         lines = text.splitlines()
         lines[1] = lines[1].replace('{"case"', '{"status": "failed", "case"', 1)
         path.write_text("\n".join(lines) + "\n")
-        where_said, key = "results.jsonl: line 2", "status"
+        where_said, first, key = "results.jsonl:2", 2, "status"
     _resum(where)
     capsys.readouterr()
-    assert cli.main(["verify", str(where)]) == 1
+    assert cli.main(["verify", str(where)]) == 3
     err = capsys.readouterr().err
     assert err == (
-        f"{where}: refused: {where_said}: duplicate JSON key {key!r} (readers disagree on "
-        "which value counts); the file was altered, rewrite it\n"
+        f"{where}: refused: {where_said}: duplicate JSON key {key!r} (first at line {first}; "
+        "readers disagree on which value counts); the file was altered, rewrite it\n"
     )
     with pytest.raises(bundle.BundleError, match="duplicate JSON key"):
         bundle.load(where)

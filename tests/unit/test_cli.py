@@ -42,7 +42,7 @@ def test_verify_says_ok_or_one_line_per_problem(tmp_path: Path,
     assert f"{tmp_path / 'b'}: OK ({len(CASES)} results, 1 targets" in out
     assert "certifies: yes" in out
     (tmp_path / "b" / bundle.SUMMARY).write_text("edited\n")
-    assert cli.main(["verify", str(tmp_path / "b")]) == 1
+    assert cli.main(["verify", str(tmp_path / "b")]) == 3
     err = capsys.readouterr().err.splitlines()
     assert err == [f"{tmp_path / 'b'}: summary.md: checksum mismatch (changed after the run "
                    "was written)"]
@@ -56,7 +56,7 @@ def test_the_console_script_verifies(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     done = subprocess.run([str(script), "verify", str(tmp_path / "nothing")],
                           capture_output=True, text=True, check=False)
-    assert done.returncode == 1
+    assert done.returncode == 3
     assert done.stderr.strip() == f"{tmp_path / 'nothing'}: no such bundle directory"
 
 
@@ -121,7 +121,7 @@ def test_merge_refuses_mismatches(tmp_path: Path, capsys: pytest.CaptureFixture[
         make_bundle(other, [], shards={"count": 2, "indices": [1]}, filters=["-k none"])
     else:
         make_bundle(other, [(A, "passed")], filters=["-k c"])
-    assert cli.main(["merge", str(tmp_path / "m"), str(s1), str(other)]) == 1
+    assert cli.main(["merge", str(tmp_path / "m"), str(s1), str(other)]) == 3
     err = capsys.readouterr().err
     assert err.startswith("xtc-conformance: merge: ") and message in err, err
     assert len(err.strip().splitlines()) == 1
@@ -133,13 +133,13 @@ def test_merge_refuses_bad_inputs_and_outputs(tmp_path: Path,
                                               capsys: pytest.CaptureFixture[str]) -> None:
     s1, s2 = shards(tmp_path)
     (s2 / bundle.MANIFEST).unlink()
-    assert cli.main(["merge", str(tmp_path / "m"), str(s1), str(s2)]) == 1
+    assert cli.main(["merge", str(tmp_path / "m"), str(s1), str(s2)]) == 3
     assert "incomplete bundle, MANIFEST.sha256 missing" in capsys.readouterr().err
     s1, s2 = shards(tmp_path / "whole")  # s2 without its manifest is no bundle to replace
     foreign = tmp_path / "foreign"
     foreign.mkdir()
     (foreign / "keep.txt").write_text("mine")
-    assert cli.main(["merge", str(foreign), str(s1), str(s2)]) == 1
+    assert cli.main(["merge", str(foreign), str(s1), str(s2)]) == 3
     assert "holds no XTC conformance bundle" in capsys.readouterr().err
     assert [p.name for p in foreign.iterdir()] == ["keep.txt"]
     make_bundle(tmp_path / "old", [(A, "failed")])

@@ -26,10 +26,33 @@ from pytest_xtc.core.adapters import declcache
 GROUP = "pytest_xtc.targets"
 
 
+class DuplicateTarget(ValueError):
+    """Two entry points register one target name; the message names both distributions
+    and how to choose between them."""
+
+
+def _origin(ep: EntryPoint) -> str:
+    dist = ep.dist
+    return f"{dist.name if dist is not None else 'an unnamed distribution'} ({ep.value})"
+
+
 @cache
 def registered() -> dict[str, EntryPoint]:
-    """Every adapter entry point, by target name."""
-    return {ep.name: ep for ep in entry_points(group=GROUP)}
+    """Every adapter entry point, by target name. A name registered twice (by two
+    distributions, or twice by one; the same class or not) raises DuplicateTarget: which
+    one would win depends on the order of ``sys.path``, so none is picked."""
+    found: dict[str, EntryPoint] = {}
+    for ep in entry_points(group=GROUP):
+        other = found.setdefault(ep.name, ep)
+        if other is not ep:
+            dists = sorted({d.name for d in (other.dist, ep.dist) if d is not None})
+            choose = " or ".join(f"pip uninstall {d}" for d in dists) or "uninstall one"
+            raise DuplicateTarget(
+                f"target {ep.name!r} is registered twice, by {_origin(other)} and by "
+                f"{_origin(ep)}; keep one: {choose} (or rename the target in that "
+                f"distribution's {GROUP} entry points)"
+            )
+    return found
 
 
 #: Names of the plugin's own options (``--xtc-<name>``): no adapter may declare one.
@@ -100,8 +123,9 @@ def option_declarations() -> Declarations:
             numbered.add(name)
         if not facts.get("deterministic", True):
             varying.add(name)
-        if "expectations" in facts:
-            expected[name] = facts["expectations"]
+        beside = _default_expectations(name) if facts.get("default_expectations") else None
+        if beside is not None:
+            expected[name] = beside
         if isinstance(facts.get("placements"), list):
             placed[name] = frozenset(map(str, facts["placements"]))
         problems[name] = trouble
@@ -120,6 +144,14 @@ def option_declarations() -> Declarations:
 
 
 _Raw = tuple[list[dict[str, Any] | str], dict[str, Any]]
+
+
+def _default_expectations(name: str) -> str | None:
+    """The default expectations file of target ``name``'s adapter: beside the module its
+    entry point names, found from the entry point alone (a cached declaration only says
+    that the default is kept, so a cache cannot point at another file)."""
+    source = declcache.module_file(registered()[name].module)
+    return None if source is None else str(source.resolve().with_suffix(".expectations.yaml"))
 
 
 def _all_declared() -> dict[str, tuple[list[OptionSpec], list[str], dict[str, Any]]]:
@@ -192,7 +224,9 @@ def _tuple(value: Any) -> tuple[str, ...] | None:
 def _read_options(ep: EntryPoint) -> _Raw:
     """In the child: the factory's ``options`` as plain fields (or a problem, as text),
     and its facts: ``ordinals``, ``deterministic`` and, when the factory is an adapter
-    class that keeps the default ``expectations_file``, the path it gives (``expectations``),
+    class defined in the entry point's own module that keeps the default
+    ``expectations_file``, ``default_expectations`` (its path is then found from the entry
+    point, never taken from the cache: :func:`_default_expectations`),
     and its declared ``placements`` (a frozenset of names)."""
     try:
         factory = ep.load()
@@ -209,7 +243,9 @@ def _read_options(ep: EntryPoint) -> _Raw:
         and factory.expectations_file is TargetAdapter.expectations_file
     ):
         source = Path(inspect.getfile(factory)).resolve()
-        facts["expectations"] = str(source.with_suffix(".expectations.yaml"))
+        entry_module = declcache.module_file(ep.module)
+        if entry_module is not None and entry_module.resolve() == source:
+            facts["default_expectations"] = True
     placements = declared_placements(factory) if isinstance(factory, type) else None
     if placements is not None and all(isinstance(p, str) for p in placements):
         facts["placements"] = sorted(placements)

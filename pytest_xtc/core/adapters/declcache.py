@@ -1,4 +1,5 @@
-"""What an adapter declares (options, flags, its expectations file), kept across sessions.
+"""What an adapter declares (options, flags, whether its expectations file is the default
+one), kept across sessions.
 
 Reading a declaration imports the adapter module in a one-shot child (a broken adapter
 must never take pytest with it), which costs a fork and an import per installed adapter
@@ -10,29 +11,38 @@ the path without importing anything), of the distribution's ``METADATA`` or ``PK
 ``entry_points.txt``, and of ``core/adapter.py``. Failures are never kept
 (a library installed since then is seen at the next start).
 
-The cache lives in ``$XDG_CACHE_HOME/pytest-xtc`` (else ``~/.cache/pytest-xtc``); set
-``PYTEST_XTC_CACHE=off`` to read every declaration afresh. It is written whole to a
-temporary file then renamed, so concurrent sessions (xdist workers) never see half a file;
-a cache that cannot be read or written is ignored. Other facts computed from the
-installed files (the catalog's all-pairs rows) are kept the same way, in files of their
-own (``load``/``store``'s ``name``).
+The cache lives in the platform's cache directory (:func:`cache_seal.cache_dir`: on Linux
+``$XDG_CACHE_HOME/pytest-xtc``, else ``~/.cache/pytest-xtc``); set ``PYTEST_XTC_CACHE=off``
+to read every declaration afresh (``xtc-conformance run`` does). Each file is sealed
+(:mod:`cache_seal`): one this machine's suite did not write is ignored. It is written
+whole to a temporary file then renamed, so concurrent sessions (xdist workers) never see
+half a file; a cache that cannot be read or written is ignored. Other facts computed from
+the installed files (the catalog's all-pairs rows) are kept the same way, in files of
+their own (``load``/``store``'s ``name``). What is kept and who can change a verdict
+through it: docs/caches.md.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from importlib.machinery import PathFinder
 from importlib.metadata import EntryPoint
 from pathlib import Path
 from typing import Any
 
+from pytest_xtc.core.adapters import cache_seal
+from pytest_xtc.core.cases.textfile import UnreadableFile, read_bytes
+from pytest_xtc.core.cases.unique_keys import loads_json
+
 ENV_SWITCH = "PYTEST_XTC_CACHE"
-FILE_NAME = "declarations-v1.json"
+FILE_NAME = "declarations-v2.json"
+MAX_FILE_BYTES = 64 << 20
 MAX_ENTRIES = 512  # the oldest are dropped past this (many temporary vendor dirs in tests)
 _ADAPTER_API = Path(__file__).resolve().parents[1] / "adapter.py"
 
@@ -41,8 +51,23 @@ def cache_file(name: str = FILE_NAME) -> Path | None:
     """Where the cache file ``name`` lives, or None when the cache is switched off."""
     if os.environ.get(ENV_SWITCH, "").lower() in ("off", "0", "no"):
         return None
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "pytest-xtc" / name
+    if cache_seal.key() is None:  # nothing kept could be told from a planted file
+        return None
+    return cache_seal.cache_dir() / name
+
+
+@contextlib.contextmanager
+def switched_off() -> Iterator[None]:
+    """Every cache off while the block runs, in this process and those it starts."""
+    previous = os.environ.get(ENV_SWITCH)
+    os.environ[ENV_SWITCH] = "off"
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(ENV_SWITCH, None)
+        else:
+            os.environ[ENV_SWITCH] = previous
 
 
 def module_file(name: str) -> Path | None:
@@ -119,13 +144,15 @@ def _digest(fields: list[Any]) -> str:
 
 
 def load(name: str = FILE_NAME) -> dict[str, Any]:
-    """The cached entries by key; empty when there is no usable cache."""
+    """The cached entries by key; empty when there is no usable cache (none, unreadable,
+    or not sealed by this user's suite)."""
     path = cache_file(name)
     if path is None:
         return {}
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
+        raw = cache_seal.unseal(read_bytes(path, MAX_FILE_BYTES))
+        data = loads_json(raw.decode(), str(path)) if raw is not None else None
+    except (UnreadableFile, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
 
@@ -139,8 +166,11 @@ def store(found: Mapping[str, Any], name: str = FILE_NAME) -> None:
     entries.update(found)
     kept = dict(list(entries.items())[-MAX_ENTRIES:])
     try:
+        sealed = cache_seal.seal(json.dumps(kept).encode())
+        if sealed is None:
+            return
         path.parent.mkdir(parents=True, exist_ok=True)
-        replace_whole(path, json.dumps(kept).encode())
+        replace_whole(path, sealed)
     except OSError:
         pass
 

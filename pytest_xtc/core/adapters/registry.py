@@ -16,6 +16,7 @@ from pytest_xtc.core.adapters.adapter_declarations import (
     GROUP,
     RESERVED_OPTIONS,
     Declarations,
+    DuplicateTarget,
     adapter_options,
     option_declarations,
     registered,
@@ -24,7 +25,8 @@ from pytest_xtc.core.execution.remote import HostLimits, IsolatedAdapter
 from pytest_xtc.core.workers import isolation
 
 __all__ = [  # the declarations' names are handed on
-    "DEFAULT_SELECTION", "GROUP", "RESERVED_OPTIONS", "Declarations", "Selected",
+    "DEFAULT_SELECTION", "GROUP", "RESERVED_OPTIONS", "Declarations", "DuplicateTarget",
+    "Selected",
     "SelectionError", "adapter_options", "load", "option_declarations", "parse", "registered",
     "resolve",
 ]

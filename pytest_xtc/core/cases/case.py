@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import math
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -239,8 +240,8 @@ def load_case_paths(
         path = Path(raw)
         if path.is_dir():
             files = sorted([*path.rglob("*.yaml"), *path.rglob("*.yml")])
-        elif path.is_file():
-            files = [path]
+        elif os.path.lexists(path):
+            files = [path]  # not a regular file: refused by casefile.read, before reading
         else:
             raise CaseFileError(f"{path}: no such case file or directory")
         for file in files:

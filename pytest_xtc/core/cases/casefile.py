@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from pytest_xtc.core.cases.textfile import UnreadableFile, one_line, read_text
+from pytest_xtc.core.cases.unique_keys import DuplicateKey, load_yaml
 
 MAX_FILE_BYTES = 4 << 20  # a case file is a graph, not data
 MAX_RANK = 8
@@ -45,7 +46,9 @@ def read(path: Path) -> dict[str, Any]:
     text = _text(path)
     _refuse_aliases(path, text)
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml(text, str(path))
+    except DuplicateKey as exc:
+        raise CaseFileError(str(exc)) from None
     except yaml.YAMLError as exc:
         raise CaseFileError(f"{path}: cannot read case file: {one_line(exc)}") from None
     if not isinstance(data, dict) or not set(GRAPH_KEYS) <= set(data):

@@ -27,6 +27,7 @@ from pytest_xtc.core.cases.case import Case
 from pytest_xtc.core.cases.selectors import KEYS as SELECTOR_KEYS
 from pytest_xtc.core.cases.selectors import Selector, SelectorError, Traits, xtc_version
 from pytest_xtc.core.cases.textfile import UnreadableFile, one_line, read_text
+from pytest_xtc.core.cases.unique_keys import DuplicateKey, yaml_duplicate
 from pytest_xtc.core.outcome import STAGES as PHASES
 
 ENTRY_KEYS = (*SELECTOR_KEYS, "phase", "reason", "url")
@@ -88,7 +89,12 @@ def _compose(path: Path, text: str) -> yaml.Node | None:
                     f"{path}:{event.start_mark.line + 1}: YAML anchors and aliases "
                     f"(&{anchor}, *{anchor}) are not allowed; write the entries out"
                 )
-        return yaml.compose(text, Loader=yaml.SafeLoader)
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        if root is not None:
+            yaml_duplicate(root, str(path))
+        return root
+    except DuplicateKey as exc:
+        raise ExpectationFileError(str(exc)) from None
     except yaml.YAMLError as exc:
         raise ExpectationFileError(f"{path}: not valid YAML: {one_line(exc)}") from None
 

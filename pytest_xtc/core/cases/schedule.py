@@ -88,8 +88,12 @@ def _descript_primitives(spec: Any) -> set[str]:
     if isinstance(spec, str):
         import yaml
 
+        from pytest_xtc.core.cases.unique_keys import DuplicateKey, load_yaml
+
         try:
-            spec = yaml.safe_load(spec)
+            spec = load_yaml(spec, "descript")
+        except DuplicateKey as exc:
+            raise CaseFileError(str(exc)) from None
         except yaml.YAMLError:
             return {"set_dims", "interchange"}
     found = {"set_dims", "interchange"}

@@ -1,8 +1,11 @@
-"""Reading the suite's small input files safely: a size cap, UTF-8 or a clear refusal, and
-one-line YAML errors. No pytest."""
+"""Reading the suite's small input files safely: regular files only (a FIFO, a device or a
+folder is refused before it is read: opening a FIFO would wait forever), a size cap, UTF-8
+or a clear refusal, and one-line YAML errors. No pytest."""
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 
@@ -10,15 +13,41 @@ class UnreadableFile(ValueError):
     """A file that cannot be read as text; the message says why and what to do."""
 
 
-def read_text(path: Path, limit: int) -> str:
-    """``path``'s text, refused when larger than ``limit`` bytes or not UTF-8."""
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def read_bytes(path: Path, limit: int) -> bytes:
+    """``path``'s bytes when it is a regular file (links followed) of at most ``limit``
+    bytes. Opened without blocking and checked with fstat before anything is read."""
     try:
-        with path.open("rb") as file:
-            raw = file.read(limit + 1)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
         raise UnreadableFile(f"cannot read: {exc.strerror or exc}") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise UnreadableFile(f"{_kind(mode)}, not a regular file; give a regular file")
+    os.set_blocking(fd, True)
+    with os.fdopen(fd, "rb") as file:
+        try:
+            raw = file.read(limit + 1)
+        except OSError as exc:
+            raise UnreadableFile(f"cannot read: {exc.strerror or exc}") from None
     if len(raw) > limit:
         raise UnreadableFile(f"larger than {limit >> 20} MiB")
+    return raw
+
+
+def read_text(path: Path, limit: int) -> str:
+    """``path``'s text, refused when not a regular file, larger than ``limit`` bytes or not
+    UTF-8."""
+    raw = read_bytes(path, limit)
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:

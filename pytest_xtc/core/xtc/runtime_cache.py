@@ -9,9 +9,12 @@ everything the build reads: XTC's version, the contents of the module that build
 the runtime's C sources, the compilers found on ``PATH`` (resolved path, size and
 modification time), the environment variables that steer them, whether XTC finds libpfm
 (XTC's own test, 40 ms), the platform and the CPU (model and flags, as ``-march=native``
-reads them). Each entry records the library's SHA-256; one that does not match is built
-again and replaced. Only the host runtime is kept: XTC's GPU runtime links MLIR and CUDA
-libraries whose identity this key does not hold, so it is built as XTC builds it.
+reads them). Each entry records the library's HMAC under this user's sealing key
+(:mod:`cache_seal`), a key kept outside the cache directory: a library that does not match
+(cut short, or replaced together with its record by anyone without the key) is never
+loaded: it is built again and replaced. Only the host runtime is kept: XTC's GPU runtime
+links MLIR and CUDA libraries whose identity this key does not hold, so it is built as XTC
+builds it.
 ``PYTEST_XTC_CACHE=off`` switches this off with the suite's other caches; an XTC whose
 build function is not the one this was written for is left as it is.
 """
@@ -30,7 +33,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from pytest_xtc.core.adapters import declcache
+from pytest_xtc.core.adapters import cache_seal, declcache
+from pytest_xtc.core.cases.textfile import UnreadableFile, read_bytes
+from pytest_xtc.core.cases.unique_keys import loads_json
 from pytest_xtc.core.versions import installed
 
 DIRECTORY = "xtc-runtime"
@@ -90,14 +95,19 @@ def key(runtime: ModuleType) -> str:
     return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
 
 
+_MAX_LIBRARY_BYTES = 256 << 20
+
+
 def _fetch(library: Path, out: str) -> bool:
-    """Copy the kept ``library`` to ``out`` if it is whole (its recorded SHA-256)."""
+    """Copy the kept ``library`` to ``out`` if this user's suite kept it, whole (its
+    recorded HMAC under the sealing key)."""
     try:
-        recorded = json.loads(library.with_suffix(".json").read_text())["sha256"]
-        data = library.read_bytes()
-    except (OSError, ValueError, KeyError, TypeError):
+        record = read_bytes(library.with_suffix(".json"), 4096)
+        recorded = loads_json(record.decode(), str(library))["hmac"]
+        data = read_bytes(library, _MAX_LIBRARY_BYTES)
+    except (UnreadableFile, ValueError, KeyError, TypeError):
         return False
-    if hashlib.sha256(data).hexdigest() != recorded:
+    if not isinstance(recorded, str) or not cache_seal.tag_matches(data, recorded):
         return False
     Path(out).write_bytes(data)
     return True
@@ -107,9 +117,12 @@ def _keep(built: str, library: Path) -> None:
     """Keep the library just built; errors ignored (the cache is an optimisation)."""
     try:
         data = Path(built).read_bytes()
+        sealed = cache_seal.tag(data)
+        if sealed is None:
+            return
         library.parent.mkdir(parents=True, exist_ok=True)
         declcache.replace_whole(library, data)
-        record = {"sha256": hashlib.sha256(data).hexdigest()}
+        record = {"hmac": sealed}
         declcache.replace_whole(library.with_suffix(".json"), json.dumps(record).encode())
     except OSError:
         pass

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import errno
 import hashlib
-import json
 import os
 import re
 import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
+
+from pytest_xtc.core.cases.unique_keys import DuplicateKey, loads_json
 
 #: The largest file a bundle may hold (results.jsonl of a few thousand cases is a few MB).
 MAX_FILE_BYTES = 256 << 20
@@ -119,24 +120,21 @@ def depth(text: str) -> int:
     return deepest
 
 
-def loads(text: str, where: str) -> Any:
+def loads(text: str, where: str, line: int | None = None) -> Any:
     """``json.loads`` after refusing nesting deeper than MAX_JSON_DEPTH; an object that
-    names a key twice is refused (readers differ on which value counts)."""
+    names a key twice is refused (readers differ on which value counts), naming its line
+    (``text``: line ``line`` of the file ``where``, or the whole file)."""
     if depth(text) > MAX_JSON_DEPTH:
-        raise LimitError(f"{where}: JSON nested deeper than {MAX_JSON_DEPTH} levels")
+        at = where if line is None else f"{where}: line {line}"
+        raise LimitError(f"{at}: JSON nested deeper than {MAX_JSON_DEPTH} levels")
 
-    def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        found: dict[str, Any] = {}
-        for key, value in pairs:
-            if key in found:
-                raise LimitError(
-                    f"{where}: duplicate JSON key {key!r} (readers disagree on which value "
-                    "counts); the file was altered, rewrite it"
-                )
-            found[key] = value
-        return found
-
-    return json.loads(text, object_pairs_hook=unique)
+    try:
+        return loads_json(text, where, line or 1)
+    except DuplicateKey as exc:
+        raise LimitError(
+            f"{where}:{exc.line}: duplicate JSON key {exc.key!r} (first at line {exc.first}; "
+            "readers disagree on which value counts); the file was altered, rewrite it"
+        ) from None
 
 
 def lines(root: Path, name: str) -> Iterator[tuple[int, str]]:

@@ -21,6 +21,7 @@ In ``conformance/waivers.yaml``::
 from __future__ import annotations
 
 import fnmatch
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,8 @@ from typing import Any
 import yaml
 
 from pytest_xtc.core.cases.selectors import Selector, SelectorError, Traits
+from pytest_xtc.core.cases.textfile import UnreadableFile, one_line, read_text
+from pytest_xtc.core.cases.unique_keys import DuplicateKey, load_yaml
 from pytest_xtc.core.outcome import STAGES, Phase
 
 KEYS = ("id", "targets", "phase", "reason", "url")
@@ -112,6 +115,9 @@ def waiver_from(entry: Mapping[str, Any], where: str) -> Waiver:
     return Waiver(entry["id"], selector, entry["reason"], entry["url"], targets, phase)
 
 
+MAX_FILE_BYTES = 1 << 20
+
+
 def waivers_from(data: Any, where: str) -> list[Waiver]:
     """Waivers from parsed YAML/JSON data: a list of entries (module docstring)."""
     if data is None:
@@ -138,8 +144,12 @@ def waivers_file() -> Path:
 
 def load_waivers(path: Path | None = None) -> list[Waiver]:
     path = path or waivers_file()
+    if not os.path.lexists(path):
+        return []
     try:
-        data = yaml.safe_load(path.read_text()) if path.is_file() else None
-    except (OSError, yaml.YAMLError) as exc:
-        raise WaiverFileError(f"{path}: {exc}") from exc
+        data = load_yaml(read_text(path, MAX_FILE_BYTES), str(path))
+    except DuplicateKey as exc:
+        raise WaiverFileError(str(exc)) from None
+    except (UnreadableFile, yaml.YAMLError) as exc:
+        raise WaiverFileError(f"{path}: {one_line(exc)}") from None
     return waivers_from(data, str(path))

@@ -221,7 +221,7 @@ def refused(tmp_path: Path, path: Path, capsys: Any, *needles: str,
             dims: dict[str, int] | None = None) -> None:
     out = tmp_path / "cases"
     code, stdout, err = import_model(path, out, dims or {}, capsys)
-    assert code == 1 and stdout == "", stdout
+    assert code == 3 and stdout == "", stdout
     assert err.count("\n") == 1 and err.startswith("xtc-conformance: "), err
     for needle in needles:
         assert needle in err, err
@@ -280,7 +280,7 @@ def test_bad_input_out_not_empty(tmp_path: Path, capsys: Any) -> None:
     (tmp_path / "cases").mkdir()
     (tmp_path / "cases" / "mine.yaml").write_text("kept")
     code, _, err = import_model(path, tmp_path / "cases", {}, capsys)
-    assert code == 1 and "exists and is not an empty folder" in err
+    assert code == 3 and "exists and is not an empty folder" in err
     assert [p.name for p in (tmp_path / "cases").iterdir()] == ["mine.yaml"]
 
 
@@ -295,7 +295,7 @@ def test_without_the_onnx_extra_import_says_what_to_install(tmp_path: Path) -> N
         sys.meta_path.insert(0, NoOnnx())
         from pytest_xtc import cli
         code = cli.main(["import", "m.onnx", "--out", {str(tmp_path / 'cases')!r}])
-        assert code == 1, code
+        assert code == 2, code
         assert cli.main(["list"]) == 0
         import pytest
         assert pytest.main(["-p", "no:cacheprovider", "--xtc-list-targets"]) == 0

@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import itertools
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -115,11 +114,11 @@ def test_all_pairs_rows_are_kept_across_sessions_and_a_damaged_entry_is_not_used
     monkeypatch.setattr(coverage, "all_pairs", search)
     assert coverage.remembered_rows(values, rules, 1, []) == fresh
     assert calls == []  # read back, not searched again
-    kept = json.loads(kept_file.read_text())
+    kept = declcache.load(coverage.CACHE_NAME)
     key = next(iter(kept))
     # the last row kept covers a pair no earlier row does; a value not given; not rows
     for damaged in (kept[key][:-1], [{**kept[key][0], "a": 7}], "rows"):
-        kept_file.write_text(json.dumps({key: damaged}))
+        declcache.store({key: damaged}, coverage.CACHE_NAME)  # sealed: only checked
         assert coverage.remembered_rows(values, rules, 1, []) == fresh
     assert len(calls) == 3
 

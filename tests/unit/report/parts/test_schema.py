@@ -136,7 +136,7 @@ def test_a_bundle_breaking_the_schema_is_refused_in_one_line(tmp_path: Path) -> 
                                                  for n in names))  # checksums right
     problems = verify.verify(where)
     assert problems == ["results.jsonl: line 2: unknown key 'verified'"]
-    assert cli.main(["verify", str(where)]) == 1
+    assert cli.main(["verify", str(where)]) == 3
     with pytest.raises(bundle.BundleError, match=r"b: results.jsonl: line 2: unknown key"):
         bundle.read(where)
 
