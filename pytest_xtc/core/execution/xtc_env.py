@@ -68,6 +68,27 @@ def bootstrap() -> str | None:
     return None
 
 
+def openmp_libraries() -> tuple[Path, ...]:
+    """The OpenMP runtime this process loaded (kernels with parallel loops call it)."""
+    bootstrap()
+    with contextlib.suppress(OSError), open("/proc/self/maps") as maps:
+        found = {line.split()[-1] for line in maps if "libomp" in line.rsplit("/", 1)[-1]}
+        return tuple(Path(p) for p in sorted(found) if Path(p).is_file())
+    return ()
+
+
+def host_runtime_library(directory: Path) -> Path:
+    """XTC's host runtime (its ``evaluate_perf`` timing loop) as a file in ``directory``,
+    built by XTC's own build (through the suite's cache)."""
+    import_mlir_backend()
+    from xtc.runtimes.host import runtime
+
+    out = directory / "xtc-host-runtime.so"
+    with tempfile.TemporaryDirectory() as scratch:
+        runtime._compile_runtime(str(out), scratch, runtime.RuntimeType.HOST)
+    return out
+
+
 def versions(*names: str) -> dict[str, str]:
     """Installed versions of the named distributions (XTC's by default)."""
     return installed(*(names or XTC_DISTRIBUTIONS))
