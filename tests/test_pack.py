@@ -1,0 +1,230 @@
+"""Split runs on the host (docs/split-run.md): compile and pack here, run the pack with the
+device runner in a process whose import path holds numpy only, judge here. The same cases
+must get the same status as a local run; results that do not belong to the pack must be
+refused, and wrong ones failed, never passed. Real XTC, real kernels, no fakes."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pytest_xtc.pack import device_runner
+
+SELECTION = "relu-float32-9x16 or matmul+relu-float32-13x11x7-tile or relu-float32-7x1"
+STATUS = re.compile(r"::test_conformance\[(host-[^\]]+)\] (PASSED|FAILED|XFAIL|XPASS|SKIPPED|"
+                    r"ERROR)")
+
+
+def pytest_run(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """A pytest session of the suite on the host, in ``cwd``."""
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-v", "--xtc-target=host",
+         "-k", SELECTION, *args], cwd=cwd, capture_output=True, text=True, timeout=600)
+
+
+def statuses(output: str) -> dict[str, str]:
+    return dict(STATUS.findall(output))
+
+
+def numpy_only_path(root: Path) -> Path:
+    """A folder holding numpy alone (a link to the installed one): the runner's import
+    path when run with ``-S -s`` (no site-packages: no XTC, MLIR, pytest, pytest_xtc)."""
+    folder = root / "numpy-only"
+    folder.mkdir(exist_ok=True)
+    site = Path(np.__file__).resolve().parent.parent
+    for name in ("numpy", "numpy.libs"):
+        if (site / name).exists() and not (folder / name).exists():
+            (folder / name).symlink_to(site / name)
+    return folder
+
+
+def run_runner(pack: Path, root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    env["PYTHONPATH"] = str(numpy_only_path(root))
+    runner = pack / "runner" / "device_runner.py"
+    return subprocess.run([sys.executable, "-S", "-s", str(runner), str(pack), *args],
+                          env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def split(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    """A local run, a pack of the same cases, the pack run by the numpy-only runner."""
+    root = tmp_path_factory.mktemp("split")
+    (root / "session").mkdir()
+    local = pytest_run(root / "session")
+    pack = root / "pack"
+    packing = pytest_run(root / "session", f"--xtc-pack={pack}")
+    ran = run_runner(pack, root)
+    return {"root": root, "pack": pack, "local": local, "packing": packing, "ran": ran}
+
+
+def judge(split: dict[str, object], pack: Path) -> subprocess.CompletedProcess[str]:
+    return pytest_run(split["root"] / "session",  # type: ignore[operator]
+                      f"--xtc-from-pack={pack}")
+
+
+def test_runner_import_path_holds_numpy_only(tmp_path: Path) -> None:
+    """The interpreter set-up the runner runs under cannot import XTC, MLIR, pytest or
+    pytest_xtc, and can import numpy (the check fails if any of them is importable)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    env["PYTHONPATH"] = str(numpy_only_path(tmp_path))
+    probe = ("import importlib.util as u, sys; "
+             "print([m for m in ('numpy','xtc','mlir','pytest','pytest_xtc','execnet') "
+             "if u.find_spec(m)])")
+    found = subprocess.run([sys.executable, "-S", "-s", "-c", probe], env=env,
+                           capture_output=True, text=True, cwd=tmp_path, check=True)
+    assert found.stdout.strip() == "['numpy']"
+
+
+def test_host_cases_judged_from_the_pack_get_the_local_status(split) -> None:
+    local, packing, ran = split["local"], split["packing"], split["ran"]
+    assert ran.returncode == 0, ran.stderr
+    local_status = statuses(local.stdout)
+    assert len(local_status) >= 5 and "PASSED" in local_status.values(), local.stdout[-2000:]
+    packed = statuses(packing.stdout)
+    assert set(packed) == set(local_status)
+    assert "PASSED" not in packed.values()  # packed cases did not run here: not passed
+    judged = judge(split, split["pack"])
+    assert statuses(judged.stdout) == local_status, judged.stdout[-3000:]
+    for line in ran.stdout.splitlines():
+        assert line.startswith("ok "), ran.stdout
+
+
+def test_runner_refuses_a_tampered_pack_and_a_used_results_folder(split, tmp_path) -> None:
+    pack = tmp_path / "pack"
+    shutil.copytree(split["pack"], pack, ignore=shutil.ignore_patterns("results"))
+    (pack / "results").mkdir()
+    (pack / "results" / "x").write_text("")
+    used = run_runner(pack, split["root"])
+    assert used.returncode == 2 and "not empty" in used.stderr
+    shutil.rmtree(pack / "results")
+    kernel = next((pack / "cases").glob("*/*.so"))
+    kernel.write_bytes(kernel.read_bytes()[:-1])
+    tampered = run_runner(pack, split["root"])
+    assert tampered.returncode == 2 and "not the file the manifest names" in tampered.stderr
+
+
+# -- faulty runners: their results refused (an error) or failed, never passed ---------------
+
+
+def copy_pack(split: dict[str, object], where: Path) -> Path:
+    pack = where / "pack"
+    shutil.copytree(split["pack"], pack)  # type: ignore[arg-type]
+    return pack
+
+
+def sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def rehash(pack: Path, key: str) -> None:
+    """What a faulty runner that keeps its books in order writes: the digests of what it
+    changed, in the case's result and in run.json."""
+    folder = pack / "results" / key
+    result = json.loads((folder / "result.json").read_text())
+    result["files"] = {p.name: sha(p) for p in sorted(folder.glob("*.npy"))}
+    (folder / "result.json").write_text(json.dumps(result))
+    run = json.loads((pack / "results" / "run.json").read_text())
+    run["cases"][key] = sha(folder / "result.json")
+    (pack / "results" / "run.json").write_text(json.dumps(run))
+
+
+def passed_case(pack: Path) -> tuple[str, str]:
+    """A case that passed locally: (its key, its id)."""
+    for key in sorted(os.listdir(pack / "results")):
+        result = pack / "results" / key / "result.json"
+        if result.is_file() and "matmul" in key:
+            return key, json.loads(result.read_text())["case"]
+    raise AssertionError("no matmul case in the pack")
+
+
+def refused(output: str, case: str) -> bool:
+    """Whether ``case`` was refused: an infrastructure error (failed in pytest's terms, not
+    a verdict on its results), its results not judged."""
+    return (statuses(output)[f"host-{case}"] == "FAILED"
+            and "[infrastructure error, run] refused: " in output
+            and "wrong results" not in output)
+
+
+def test_wrong_outputs_fail_the_case(split, tmp_path) -> None:
+    pack = copy_pack(split, tmp_path)
+    key, case = passed_case(pack)
+    out = pack / "results" / key / "call0-out0.npy"
+    np.save(out, np.load(out) * 1.001)
+    rehash(pack, key)
+    done = judge(split, pack)
+    assert statuses(done.stdout)[f"host-{case}"] == "FAILED"
+    assert "wrong results" in done.stdout and "refused" not in done.stdout
+
+
+def test_edited_or_truncated_outputs_are_refused(split, tmp_path) -> None:
+    pack = copy_pack(split, tmp_path)
+    key, case = passed_case(pack)
+    out = pack / "results" / key / "call1-out0.npy"
+    out.write_bytes(out.read_bytes()[:-8])
+    done = judge(split, pack)
+    assert refused(done.stdout, case)
+    assert "refused" in done.stdout and "edited" in done.stdout
+
+
+def test_outputs_of_another_case_are_refused(split, tmp_path) -> None:
+    pack = copy_pack(split, tmp_path)
+    key, case = passed_case(pack)
+    other = next(k for k in sorted(os.listdir(pack / "results"))
+                 if k != key and (pack / "results" / k / "result.json").is_file())
+    shutil.rmtree(pack / "results" / key)
+    shutil.copytree(pack / "results" / other, pack / "results" / key)
+    rehash(pack, key)
+    done = judge(split, pack)
+    assert refused(done.stdout, case)
+    assert "the result of another case" in done.stdout
+
+
+def test_a_missing_case_is_refused(split, tmp_path) -> None:
+    pack = copy_pack(split, tmp_path)
+    key, case = passed_case(pack)
+    run = json.loads((pack / "results" / "run.json").read_text())
+    del run["cases"][key]
+    (pack / "results" / "run.json").write_text(json.dumps(run))
+    done = judge(split, pack)
+    assert refused(done.stdout, case)
+    assert "the runner did not run it" in done.stdout
+
+
+@pytest.mark.parametrize("fault", ["nothing run", "no run.json", "another runner version",
+                                   "another pack", "truncated run.json"])
+def test_results_not_of_this_pack_stop_the_session(split, tmp_path, fault) -> None:
+    pack = copy_pack(split, tmp_path)
+    record = pack / "results" / "run.json"
+    run = json.loads(record.read_text())
+    if fault == "nothing run":  # a runner that exits 0 having run nothing
+        run["cases"] = {}
+    elif fault == "another runner version":
+        run["runner_version"] = "0"
+    elif fault == "another pack":
+        manifest = json.loads((pack / device_runner.MANIFEST).read_text())
+        manifest["settings"]["note"] = "another pack"
+        (pack / device_runner.MANIFEST).write_text(json.dumps(manifest))
+    record.write_text(json.dumps(run))
+    if fault == "no run.json":
+        record.unlink()
+    if fault == "truncated run.json":
+        record.write_text(record.read_text()[:40])
+    done = judge(split, pack)
+    assert done.returncode == 4, done.stdout[-1500:] + done.stderr  # a usage error
+    assert not statuses(done.stdout)
+    said = done.stderr.strip().splitlines()[-1]
+    expected = {"nothing run": "ran none of the pack's", "no run.json": "run the pack first",
+                "another runner version": "written by another runner",
+                "another pack": "results of another pack",
+                "truncated run.json": "unreadable"}[fault]
+    assert expected in said, said
