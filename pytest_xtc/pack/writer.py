@@ -1,12 +1,13 @@
 """Writing an execution pack: one folder per case, then the manifest. No pytest, no XTC.
 
-A case's folder (``cases/KEY/``) holds its kernel library, its input sets (``.npy``) and
-its call protocol (``call.json``: the kernel's kind and entry, operand names, shapes and
-placements, the calls with their timing and time limits); ``case.json`` is its line of
-the manifest (also a case that failed to compile: its failure, judged as such). Runtime
-libraries go once to ``libs/`` under their SHA-256; large ones are xz-compressed. Workers
-of one session (xdist) write cases side by side; :func:`finish` (once, at the end) copies
-the device runner in and writes ``manifest.json``, which lists every file's SHA-256.
+A case's folder (``cases/KEY/``) holds its kernel library and its call protocol
+(``call.json``: the kernel's kind and entry, operand names, shapes and placements, the
+inputs' recipe and digests, the calls with their timing and time limits); ``case.json``
+is its line of the manifest (also a case that failed to compile: its failure, judged as
+such). Runtime libraries go once to ``libs/`` under their SHA-256; large ones are
+xz-compressed. Workers of one session (xdist) write cases side by side; :func:`finish`
+(once, at the end) copies the device runner in and writes ``manifest.json``, which lists
+every file's SHA-256.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import numpy as np
 
 from pytest_xtc.core.adapter import ExportedKernel, Timing
 from pytest_xtc.pack import device_runner as runner
+from pytest_xtc.pack.device_runner import input_digest
 
 CASES, LIBS, RUNNER = "cases", "libs", "runner"
 COMPRESS_OVER = 8 << 20  # runtime libraries larger than this travel xz-compressed
@@ -60,9 +62,17 @@ def _replace(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
+_written: dict[tuple[Path, Path, int, int], str] = {}  # (pack, source, size, mtime): name
+
+
 def _library(pack: Path, source: Path) -> str:
     """``source`` in ``libs/`` (compressed when large), named by its digest; its path
-    relative to the pack. Workers writing the same library write the same bytes."""
+    relative to the pack. Workers writing the same library write the same bytes; one
+    process reads and hashes each library once per pack."""
+    stat = source.stat()
+    seen = (pack, source, stat.st_size, stat.st_mtime_ns)
+    if seen in _written:
+        return _written[seen]
     data = source.read_bytes()
     name = f"{hashlib.sha256(data).hexdigest()[:16]}-{source.name}"
     if len(data) > COMPRESS_OVER:
@@ -70,7 +80,8 @@ def _library(pack: Path, source: Path) -> str:
     target = pack / LIBS / name
     if not target.is_file():
         _replace(target, lzma.compress(data, preset=6) if name.endswith(".xz") else data)
-    return f"{LIBS}/{name}"
+    _written[seen] = f"{LIBS}/{name}"
+    return _written[seen]
 
 
 def write_case(
@@ -79,6 +90,7 @@ def write_case(
     target: str,
     inputs: Sequence[tuple[str, np.ndarray]],
     more_sets: Sequence[Sequence[np.ndarray]],
+    recipe: Mapping[str, Any],
     outputs: Sequence[tuple[str, tuple[int, ...], str]],
     timing: Timing,
     limits: Sequence[float],
@@ -87,7 +99,8 @@ def write_case(
 ) -> None:
     """One case into the pack: ``record`` (its compile time, or its failure) and, for an
     exported kernel, its files and call protocol. ``limits`` are the calls' time limits
-    (untimed calls, then the timed one)."""
+    (untimed calls, then the timed one). The input sets travel as their ``recipe`` (the
+    input kind and each set's seed: the runner remakes them) and their digests."""
     key = case_key(case_id)
     folder = pack / CASES / key
     if folder.exists():
@@ -96,11 +109,7 @@ def write_case(
     line: Json = {"id": case_id, "target": target, "packed": exported is not None, **record}
     if exported is not None:
         sets = [[a for _, a in inputs], *[list(s) for s in more_sets]]
-        files = []
-        for n, arrays in enumerate(sets):
-            files.append([f"set{n}-in{i}.npy" for i in range(len(arrays))])
-            for name, array in zip(files[-1], arrays, strict=True):
-                np.save(folder / name, np.ascontiguousarray(array))
+        digests = [input_digest(s) for s in sets]
         shutil.copyfile(exported.library, folder / exported.library.name)
         calls = [{"set": n, "timing": asdict(Timing())} for n in range(len(sets))]
         calls.append({"set": 0, "timing": asdict(timing)})
@@ -111,22 +120,14 @@ def write_case(
             "inputs": [{"name": n, "shape": list(a.shape), "dtype": a.dtype.name}
                        for n, a in inputs],
             "outputs": [{"name": n, "shape": list(s), "dtype": d} for n, s, d in outputs],
-            "input_sets": files, "calls": calls, "limits_s": list(limits),
+            "recipe": {**recipe, "numpy": np.__version__}, "inputs_sha256": digests,
+            "calls": calls, "limits_s": list(limits),
         }
         data = json.dumps(call, indent=1).encode()
         (folder / "call.json").write_bytes(data)
         line.update(call_sha256=hashlib.sha256(data).hexdigest(), limits_s=list(limits),
-                    inputs_sha256=[input_digest(s) for s in sets])
+                    inputs_sha256=digests)
     _replace(folder / "case.json", json.dumps(line).encode())
-
-
-def input_digest(arrays: Sequence[np.ndarray]) -> str:
-    """SHA-256 of an input set: each array's dtype, shape and bytes."""
-    digest = hashlib.sha256()
-    for array in arrays:
-        digest.update(f"{array.dtype.name}\0{array.shape!r}\0".encode())
-        digest.update(np.ascontiguousarray(array).tobytes())
-    return digest.hexdigest()
 
 
 def finish(pack: Path, settings: Mapping[str, Any]) -> Path:

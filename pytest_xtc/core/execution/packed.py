@@ -25,6 +25,7 @@ from pytest_xtc.core.execution.settings import Settings
 from pytest_xtc.core.execution.work import TIMED_RUN, Call, Work, WorkRequest
 from pytest_xtc.core.outcome import Failure, FailureKind, Phase
 from pytest_xtc.pack import writer
+from pytest_xtc.pack.device_runner import input_digest
 from pytest_xtc.pack.results import PackResults, Refused
 
 _opened: dict[str, PackResults] = {}
@@ -51,9 +52,10 @@ def save(pack: Path, target: str, case: Case, request: WorkRequest, done: Work,
     names = [o.name for o in graphs.inputs(case.graph)]
     outputs = [(o.name, tuple(o.shape), str(o.dtype)) for o in graphs.outputs(case.graph)]
     calls = [limits[Phase.RUN.value]] * (1 + len(request.more)) + [limits[TIMED_RUN]]
+    seeds = [case.seed(request.settings.base_seed, n) for n in range(1 + len(request.more))]
     writer.write_case(pack, case.id, target, list(zip(names, request.inputs, strict=True)),
-                      request.more, outputs, request.settings.timing, calls,
-                      None if done.failure else done.export, record)
+                      request.more, {"values": case.values, "seeds": seeds}, outputs,
+                      request.settings.timing, calls, None if done.failure else done.export, record)
 
 
 def from_pack(results: PackResults, case: Case, input_sets: list[list[np.ndarray]],
@@ -67,7 +69,7 @@ def from_pack(results: PackResults, case: Case, input_sets: list[list[np.ndarray
         return Work(Phase(line["phase"]), line["failure"],
                     FailureKind(Failure(kind[0]), kind[1]) if kind else None,
                     bool(line.get("infrastructure")), float(line.get("compile_s", 0.0)))
-    if line.get("inputs_sha256") != [writer.input_digest(s) for s in input_sets]:
+    if line.get("inputs_sha256") != [input_digest(s) for s in input_sets]:
         return _refused("the pack's inputs are not this session's (another --xtc-seed, "
                         "or another catalog version)")
     try:

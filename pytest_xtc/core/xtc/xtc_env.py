@@ -89,6 +89,25 @@ def host_runtime_library(directory: Path) -> Path:
     return out
 
 
+def mlir_prefix() -> str:
+    """The MLIR installation XTC compiles with (its ``lib/`` holds the runtimes)."""
+    import_mlir_backend()
+    from xtc.backends.mlir.MlirConfig import MlirConfig
+
+    return str(MlirConfig().mlir_install_dir)
+
+
+def llvm_library() -> Path:
+    """``libLLVM.so`` of the LLVM wheel XTC uses (XTC's CUDA runtime library needs it)."""
+    import llvm  # type: ignore[import-not-found]
+
+    roots = [Path(p) for p in getattr(llvm, "__path__", [])]
+    for root in roots:
+        if (root / "lib" / "libLLVM.so").is_file():
+            return root / "lib" / "libLLVM.so"
+    raise FileNotFoundError(f"libLLVM.so not found under {', '.join(map(str, roots))}")
+
+
 def versions(*names: str) -> dict[str, str]:
     """Installed versions of the named distributions (XTC's by default)."""
     return installed(*(names or XTC_DISTRIBUTIONS))
