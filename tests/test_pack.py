@@ -228,3 +228,60 @@ def test_results_not_of_this_pack_stop_the_session(split, tmp_path, fault) -> No
                 "another pack": "results of another pack",
                 "truncated run.json": "unreadable"}[fault]
     assert expected in said, said
+
+
+# -- FAKE CUDA: the runner's cuda-bare path against a stand-in CUDA runtime -----------------
+# Host kernels, packed as if XTC's nvgpu target had compiled them, run through
+# devicecheck/nvgpu/mock_mgpu.c (the entry points XTC's CUDA runtime library gives, on host
+# memory; "device" memory starts as NaN bytes). They show the runner's allocations, copies
+# and registrations; they say nothing about a GPU, and nothing here runs on one.
+
+MOCK = Path(__file__).resolve().parents[1] / "devicecheck" / "nvgpu" / "mock_mgpu.c"
+
+
+def as_cuda_pack(split: dict[str, object], where: Path, copies: bool = True) -> Path:
+    """The split's pack, its results dropped, each case's protocol made ``cuda-bare``
+    through the mock runtime (every other operand on the "device"); the manifest rewritten
+    (writer.finish). ``copies=False``: a runtime whose copies do nothing."""
+    from pytest_xtc.pack import writer
+
+    pack = where / "pack"
+    shutil.copytree(split["pack"], pack, ignore=shutil.ignore_patterns("results"))  # type: ignore[arg-type]
+    source = MOCK.read_text()
+    if not copies:
+        source = source.replace("memmove(dst, src, nbytes);", "")
+    (where / "mock.c").write_text(source)
+    library = pack / "libs" / "0000-libmlir_cuda_runtime.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-O1", "-o", str(library), str(where / "mock.c")],
+                   check=True)
+    for line_file in (pack / "cases").glob("*/case.json"):
+        line = json.loads(line_file.read_text())
+        if not line.get("packed"):
+            continue
+        call_file = line_file.with_name("call.json")
+        call = json.loads(call_file.read_text())
+        count = len(call["inputs"]) + len(call["outputs"])
+        call.update(kind="cuda-bare", runtime=[*call["runtime"], "libs/" + library.name],
+                    placements=["device" if i % 2 == 0 else "host" for i in range(count)])
+        call_file.write_text(json.dumps(call))
+        line["call_sha256"] = sha(call_file)
+        line_file.write_text(json.dumps(line))
+    manifest = json.loads((pack / device_runner.MANIFEST).read_text())
+    writer.finish(pack, manifest["settings"])
+    return pack
+
+
+def test_fake_cuda_runner_path_gives_the_local_statuses(split, tmp_path) -> None:
+    pack = as_cuda_pack(split, tmp_path)
+    ran = run_runner(pack, split["root"])
+    assert ran.returncode == 0 and ran.stdout.count("ok ") == ran.stdout.count("\n"), ran.stdout
+    assert statuses(judge(split, pack).stdout) == statuses(split["local"].stdout)
+
+
+def test_fake_cuda_runtime_that_does_not_copy_fails_every_case(split, tmp_path) -> None:
+    pack = as_cuda_pack(split, tmp_path, copies=False)
+    assert run_runner(pack, split["root"]).returncode == 0
+    judged = statuses(judge(split, pack).stdout)
+    local = statuses(split["local"].stdout)
+    assert set(judged) == set(local)
+    assert all(judged[c] == "FAILED" for c, s in local.items() if s == "PASSED"), judged
