@@ -50,6 +50,8 @@ class CudaKernel:
             raise RuntimeError("mgpuStreamCreate gave no stream (no usable GPU or driver)")
         kernel = ctypes.CDLL(str(case_dir / call["library"]))
         address = ctypes.cast(getattr(kernel, call["entry"]), ctypes.c_void_p).value
+        if not address:
+            raise RuntimeError(f"{call['entry']}: no such entry in {call['library']}")
         self.kernel, self.address = kernel, address
 
     def _copy(self, dst: int, src: int, nbytes: int) -> None:
