@@ -1,12 +1,12 @@
 """The device runner of an execution pack: Python 3 and numpy only (no XTC, no MLIR, no
 pytest, no pytest_xtc). It is copied into every pack (``runner/``) and run there:
 
-    python3 PACK/runner/device_runner.py PACK [--results DIR] [--only KEY ...]
+    python3 PACK/runner/device_runner.py PACK [--results DIR] [--only KEY] [--jobs N]
 
-Each case runs in a process of its own (``--one``), in a session of its own, under the
-time limit the pack gives it: a crash, a hang or a sticky device error costs that case
-only. What each case's call protocol (``cases/KEY/call.json``) says is done as XTC's
-evaluators do it: the kernel library loaded after its runtime libraries, the entry called
+Each case runs in a process of its own (``--one``; ``--jobs`` of them at a time), in a
+session of its own, under the time limit the pack gives it: a crash, a hang or a sticky
+device error costs that case only. What each case's call protocol
+(``cases/KEY/call.json``) says is done as XTC's evaluators do it: the kernel library loaded after its runtime libraries, the entry called
 with bare pointers (inputs, then outputs), each call timed by XTC's host runtime
 (``evaluate_perf``) where the pack ships it. Outputs (``.npy``), times, guard-band findings
 and errors go to ``RESULTS/KEY/``; ``RESULTS/run.json`` names the pack (the SHA-256 of its
@@ -72,63 +72,6 @@ def read_manifest(pack: Path) -> tuple[Json, str]:
 
 
 # -- one case, in a process of its own ------------------------------------------------------
-
-
-def input_digest(arrays: list[np.ndarray]) -> str:
-    """SHA-256 of an input set: each array's dtype, shape and bytes."""
-    digest = hashlib.sha256()
-    for array in arrays:
-        digest.update(f"{array.dtype.name}\0{tuple(array.shape)!r}\0".encode())
-        digest.update(np.ascontiguousarray(array).tobytes())
-    return digest.hexdigest()
-
-
-def specials(dtype: str) -> np.ndarray:
-    """core/cases/values.py's special values, in ``dtype``."""
-    info = np.finfo(dtype)
-    tiny, big = info.smallest_subnormal, np.ldexp(1.0, int(info.maxexp) // 2)
-    values = [np.nan, np.inf, -np.inf, -0.0, 0.0, tiny, -tiny, info.tiny * 0.375,
-              -info.tiny * 0.625, info.tiny, -info.tiny, big, -big, info.max / 2, -info.max / 2]
-    return np.array(values, dtype=dtype)
-
-
-def make_inputs(kind: str, seed: int, operands: list[Json]) -> list[np.ndarray]:
-    """The inputs ``Case.make_inputs`` makes (core/cases/case.py, values.py), bit for bit
-    where numpy's generator gives the same stream (the digests say whether it did)."""
-    rng, arrays = np.random.default_rng(seed), []
-    for operand in operands:
-        shape, dtype = tuple(operand["shape"]), operand["dtype"]
-        drawn: np.ndarray
-        if kind == "exact":
-            drawn = rng.integers(-3, 4, size=shape)
-        elif kind == "special":
-            drawn = rng.uniform(-1.0, 1.0, size=shape).astype(dtype)
-            pool = specials(dtype)
-            count = min(drawn.size, len(pool), max(4, drawn.size // 8))
-            where = rng.choice(drawn.size, size=count, replace=False)
-            order = np.concatenate([np.arange(4), 4 + rng.permutation(len(pool) - 4)])
-            drawn.flat[where] = pool[order[:count]]
-        elif kind == "random":
-            drawn = rng.uniform(-1.0, 1.0, size=shape)
-        else:
-            raise ValueError(f"unknown input kind {kind!r} (a newer pack than this runner?)")
-        array = np.empty(drawn.shape, np.dtype(dtype))
-        np.copyto(array, drawn, casting="unsafe")
-        arrays.append(array)
-    return arrays
-
-
-def input_sets(case_dir: Path, call: Json) -> list[list[np.ndarray]]:
-    """Each call's input set, remade from the pack's recipe and checked by its digest."""
-    recipe, sets = call["recipe"], []
-    for seed, digest in zip(recipe["seeds"], call["inputs_sha256"], strict=True):
-        made = make_inputs(recipe["values"], seed, call["inputs"])
-        if input_digest(made) != digest:
-            raise RuntimeError(f"numpy {np.__version__} does not remake the inputs bit for "
-                               f"bit (seed {seed}); the pack was made with numpy "
-                               f"{recipe['numpy']}")
-        sets.append(made)
-    return sets
 
 
 def unwritten(shape: Any, dtype: str) -> np.ndarray:
@@ -218,18 +161,22 @@ class HostKernel:
         return [float(t) for t in results]
 
 
+def _sibling(name: str) -> Any:
+    """The runner's module ``name``, from the file beside this one (no package needed)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def kernel_for(pack: Path, case_dir: Path, call: Json, unpacked: Path) -> Any:
     if call["kind"] == "host-bare":
         return HostKernel(pack, case_dir, call, unpacked)
     if call["kind"] == "cuda-bare":
-        import importlib.util
-
-        spec = importlib.util.spec_from_file_location(
-            "device_cuda", Path(__file__).with_name("device_cuda.py"))
-        assert spec is not None and spec.loader is not None
-        cuda = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(cuda)
-        return cuda.CudaKernel(pack, case_dir, call, unpacked)
+        return _sibling("device_cuda").CudaKernel(pack, case_dir, call, unpacked)
     raise ValueError(f"unknown kernel kind {call['kind']!r} (a newer pack than this runner?)")
 
 
@@ -243,7 +190,7 @@ def run_one(pack: Path, key: str, out: Path) -> int:
         progress.write_text("load")
         kernel = kernel_for(pack, case_dir, call, out.parent / UNPACKED)
         progress.write_text("inputs")
-        sets = input_sets(case_dir, call)
+        sets = _sibling("device_inputs").input_sets(call)
         for n, step in enumerate(call["calls"]):
             progress.write_text(f"call {n}")
             given = sets[step["set"]]
@@ -317,7 +264,10 @@ def supervise(pack: Path, key: str, case: Json, out: Path) -> Json:
     return result
 
 
-def run_pack(pack: Path, results: Path, only: list[str]) -> int:
+def run_pack(pack: Path, results: Path, only: list[str], jobs: int = 1) -> int:
+    """Every packed case (or those of ``only``), ``jobs`` case processes at a time."""
+    from concurrent.futures import ThreadPoolExecutor
+
     manifest, pack_id = read_manifest(pack)
     cases: Json = manifest["cases"]
     unknown = sorted(set(only) - set(cases))
@@ -327,18 +277,20 @@ def run_pack(pack: Path, results: Path, only: list[str]) -> int:
         raise PackProblem(f"{results}: not empty (remove it, or give another --results)")
     results.mkdir(parents=True, exist_ok=True)
     unpack_libraries(pack, manifest, results / UNPACKED)
-    digests: dict[str, str] = {}
+    chosen = [k for k, c in cases.items() if c.get("packed") and (not only or k in only)]
     start = time.perf_counter()
-    for key, case in cases.items():
-        if not case.get("packed") or (only and key not in only):
-            continue
-        result = supervise(pack, key, case, results / key)
-        digests[key] = sha256(results / key / RESULT)
-        print(f"{result['status']:8} {case['id']}", flush=True)
+
+    def one(key: str) -> tuple[str, str]:
+        result = supervise(pack, key, cases[key], results / key)
+        print(f"{result['status']:8} {cases[key]['id']}", flush=True)
+        return key, sha256(results / key / RESULT)
+
+    with ThreadPoolExecutor(max(1, jobs)) as pool:
+        digests = dict(sorted(pool.map(one, chosen)))
     here = Path(__file__).resolve().parent
     run = {"format": FORMAT, "runner_version": RUNNER_VERSION, "pack_id": pack_id,
            "runner_sha256": {p.name: sha256(p) for p in sorted(here.glob("device_*.py"))},
-           "cases": digests, "seconds": time.perf_counter() - start,
+           "cases": digests, "seconds": time.perf_counter() - start, "jobs": jobs,
            "python": sys.version.split()[0], "numpy": np.__version__}
     (results / RUN).write_text(json.dumps(run, indent=1))
     return 0 if digests else 4
@@ -348,21 +300,24 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["--one"]:
         return run_one(Path(argv[1]), argv[2], Path(argv[3]))
     if not argv or argv[0].startswith("-"):
-        print("usage: device_runner.py PACK [--results DIR] [--only KEY ...]", file=sys.stderr)
+        print("usage: device_runner.py PACK [--results DIR] [--only KEY ...] [--jobs N]",
+              file=sys.stderr)
         return 2
     pack, rest = Path(argv[0]), argv[1:]
-    results, only = pack / "results", []
+    results, only, jobs = pack / "results", [], 1
     while rest:
         flag, value, rest = rest[0], rest[1] if len(rest) > 1 else "", rest[2:]
         if flag == "--results" and value:
             results = Path(value)
         elif flag == "--only" and value:
             only.append(value)
+        elif flag == "--jobs" and value.isdigit() and int(value) > 0:
+            jobs = int(value)
         else:
             print(f"device_runner.py: {flag}: unknown option or missing value", file=sys.stderr)
             return 2
     try:
-        return run_pack(pack, results, only)
+        return run_pack(pack, results, only, jobs)
     except PackProblem as exc:
         print(f"device_runner.py: {exc}", file=sys.stderr)
         return 2

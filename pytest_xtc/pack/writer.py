@@ -28,7 +28,7 @@ import numpy as np
 
 from pytest_xtc.core.adapter import ExportedKernel, Timing
 from pytest_xtc.pack import device_runner as runner
-from pytest_xtc.pack.device_runner import input_digest
+from pytest_xtc.pack.device_inputs import input_digest
 
 CASES, LIBS, RUNNER = "cases", "libs", "runner"
 COMPRESS_OVER = 8 << 20  # runtime libraries larger than this travel xz-compressed

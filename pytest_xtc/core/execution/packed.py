@@ -25,7 +25,7 @@ from pytest_xtc.core.execution.settings import Settings
 from pytest_xtc.core.execution.work import TIMED_RUN, Call, Work, WorkRequest
 from pytest_xtc.core.outcome import Failure, FailureKind, Phase
 from pytest_xtc.pack import writer
-from pytest_xtc.pack.device_runner import input_digest
+from pytest_xtc.pack.device_inputs import input_digest
 from pytest_xtc.pack.results import PackResults, Refused
 
 _opened: dict[str, PackResults] = {}
