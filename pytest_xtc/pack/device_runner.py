@@ -6,12 +6,13 @@ pytest, no pytest_xtc). It is copied into every pack (``runner/``) and run there
 Each case runs in a process of its own (``--one``; ``--jobs`` of them at a time), in a
 session of its own, under the time limit the pack gives it: a crash, a hang or a sticky
 device error costs that case only. What each case's call protocol
-(``cases/KEY/call.json``) says is done as XTC's evaluators do it: the kernel library loaded after its runtime libraries, the entry called
-with bare pointers (inputs, then outputs), each call timed by XTC's host runtime
-(``evaluate_perf``) where the pack ships it. Outputs (``.npy``), times, guard-band findings
-and errors go to ``RESULTS/KEY/``; ``RESULTS/run.json`` names the pack (the SHA-256 of its
-manifest), this runner's version and every case's result digest. Exit status: 0 cases
-ran (read their results); 2 a pack problem (named on one line); 4 no case gave a result.
+(``cases/KEY/call.json``) says is done as XTC's evaluators do it: the kernel library
+loaded after its runtime libraries, the entry called with bare pointers (inputs, then
+outputs), each call timed by XTC's host runtime (``evaluate_perf``) where the pack ships
+it. Outputs (``.npy``), times, guard-band findings and errors go to ``RESULTS/KEY/``;
+``RESULTS/run.json`` names the pack (the SHA-256 of its manifest), this runner's version
+and every case's result digest. Exit status: 0 cases ran (read their results); 2 a pack
+problem (named on one line); 4 no case gave a result.
 """
 
 from __future__ import annotations
