@@ -232,11 +232,11 @@ def test_results_not_of_this_pack_stop_the_session(split, tmp_path, fault) -> No
 
 # -- FAKE CUDA: the runner's cuda-bare path against a stand-in CUDA runtime -----------------
 # Host kernels, packed as if XTC's nvgpu target had compiled them, run through
-# devicecheck/nvgpu/mock_mgpu.c (the entry points XTC's CUDA runtime library gives, on host
+# devicecheck/fake/mock_mgpu.c (the entry points XTC's CUDA runtime library gives, on host
 # memory; "device" memory starts as NaN bytes). They show the runner's allocations, copies
 # and registrations; they say nothing about a GPU, and nothing here runs on one.
 
-MOCK = Path(__file__).resolve().parents[1] / "devicecheck" / "nvgpu" / "mock_mgpu.c"
+MOCK = Path(__file__).resolve().parents[1] / "devicecheck" / "fake" / "mock_mgpu.c"
 
 
 def as_cuda_pack(split: dict[str, object], where: Path, copies: bool = True) -> Path:
