@@ -285,3 +285,26 @@ def test_fake_cuda_runtime_that_does_not_copy_fails_every_case(split, tmp_path) 
     local = statuses(split["local"].stdout)
     assert set(judged) == set(local)
     assert all(judged[c] == "FAILED" for c, s in local.items() if s == "PASSED"), judged
+
+
+def test_device_script_runs_a_carried_pack(split, tmp_path) -> None:
+    """devicecheck/run_pack.sh, as a device call runs it (``python3`` with numpy alone, no
+    GPU here): its results, copied back into the pack, judge to the local statuses."""
+    pack = tmp_path / "pack"
+    shutil.copytree(split["pack"], pack, ignore=shutil.ignore_patterns("results"))
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    (shim / "python3").write_text(f'#!/bin/sh\nexec {sys.executable} -S -s "$@"\n')
+    (shim / "python3").chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    env.update(PATH=f"{shim}{os.pathsep}{env['PATH']}", OUT=str(tmp_path / "out"),
+               PYTHONPATH=str(numpy_only_path(split["root"])), JOBS="2")
+    script = Path(__file__).resolve().parents[1] / "devicecheck" / "run_pack.sh"
+    done = subprocess.run(["bash", str(script), str(pack)], env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "runner exit status 0" in done.stdout
+    assert "numpy" in (tmp_path / "out" / "machine.txt").read_text()
+    assert not (tmp_path / "out" / "results" / ".libs").exists()
+    shutil.copytree(tmp_path / "out" / "results", pack / "results")
+    assert statuses(judge(split, pack).stdout) == statuses(split["local"].stdout)
