@@ -164,6 +164,7 @@ def test_wrong_outputs_fail_the_case(split, tmp_path) -> None:
     done = judge(split, pack)
     assert statuses(done.stdout)[f"host-{case}"] == "FAILED"
     assert "wrong results" in done.stdout and "refused" not in done.stdout
+    assert f"--xtc-from-pack={pack}" in done.stdout  # the rerun line judges it again
 
 
 def test_edited_or_truncated_outputs_are_refused(split, tmp_path) -> None:
@@ -308,3 +309,42 @@ def test_device_script_runs_a_carried_pack(split, tmp_path) -> None:
     assert not (tmp_path / "out" / "results" / ".libs").exists()
     shutil.copytree(tmp_path / "out" / "results", pack / "results")
     assert statuses(judge(split, pack).stdout) == statuses(split["local"].stdout)
+
+
+# -- the runner's copies of the suite's rules (it cannot import them) -----------------------
+
+
+def test_runner_remakes_every_kind_of_input_bit_for_bit() -> None:
+    from pytest_xtc.conformance import builtin_cases
+    from pytest_xtc.core.cases import graphs
+    from pytest_xtc.pack import device_inputs
+
+    seen = set()
+    for case in builtin_cases():
+        if case.values in seen and len(seen) == 3:
+            break
+        seen.add(case.values)
+        operands = [{"shape": list(o.shape), "dtype": str(o.dtype)}
+                    for o in graphs.inputs(case.graph)]
+        for n in range(2):
+            seed = case.seed(5, n)
+            made = device_inputs.make_inputs(case.values, seed, operands)
+            wanted = case.make_inputs(seed)
+            assert device_inputs.input_digest(made) == device_inputs.input_digest(wanted)
+    assert seen == {"random", "exact", "special"}
+
+
+def test_runner_sentinel_and_guard_bands_are_the_suites() -> None:
+    from pytest_xtc.core.cases import values
+    from pytest_xtc.core.execution import guard
+
+    for dtype, (uint, bits) in values._UNWRITTEN.items():
+        assert device_runner.UNWRITTEN[dtype] == (uint, bits)
+    for shape, dtype in (((7,), "float32"), ((3, 5000), "float64"), ((2, 600, 700), "float32")):
+        array = np.zeros(shape, dtype)
+        mine = device_runner.Operand("A", array, guarded=True)
+        theirs = guard.place("A", array)
+        assert mine.band == theirs.lead and mine.buffer.size == theirs.buffer.size
+        mine.buffer[-1] = theirs.buffer[-1] = 1.0
+        mine.buffer[0] = theirs.buffer[0] = 1.0
+        assert mine.violations() == theirs.violations()
