@@ -276,7 +276,8 @@ def test_fake_cuda_runner_path_gives_the_local_statuses(split, tmp_path) -> None
     pack = as_cuda_pack(split, tmp_path)
     ran = run_runner(pack, split["root"])
     assert ran.returncode == 0 and ran.stdout.count("ok ") == ran.stdout.count("\n"), ran.stdout
-    assert statuses(judge(split, pack).stdout) == statuses(split["local"].stdout)
+    done = judge(split, pack)
+    assert statuses(done.stdout) == statuses(split["local"].stdout), done.stderr[-500:]
 
 
 def test_fake_cuda_runtime_that_does_not_copy_fails_every_case(split, tmp_path) -> None:

@@ -26,15 +26,18 @@ from typing import Any
 RUNTIME = "libmlir_cuda_runtime"  # the runtime library the kernel calls (by file name)
 
 
+class Unavailable(RuntimeError):
+    """No usable GPU or driver: the device runner reports it as the machine's, not the
+    target's (an infrastructure error)."""
+
+
 class CudaKernel:
-    def __init__(self, pack: Path, case_dir: Path, call: dict[str, Any], unpacked: Path) -> None:
+    def __init__(self, case_dir: Path, call: dict[str, Any], loaded: list[ctypes.CDLL]) -> None:
         names = [Path(n).name for n in call["runtime"]]
         found = [i for i, n in enumerate(names) if n.split("-", 1)[-1].startswith(RUNTIME)]
         if not found:
             raise ValueError(f"no {RUNTIME} among the case's runtime libraries {names}")
-        loaded = [ctypes.CDLL(str(_path(pack, n, unpacked)), mode=ctypes.RTLD_GLOBAL)
-                  for n in call["runtime"]]  # libLLVM first: the runtime library needs it
-        lib = loaded[found[-1]]
+        lib = loaded[found[-1]]  # loaded after libLLVM, which it needs
         lib.mgpuStreamCreate.argtypes, lib.mgpuStreamCreate.restype = [], ctypes.c_void_p
         lib.mgpuMemAlloc.argtypes = [ctypes.c_uint64, ctypes.c_void_p, ctypes.c_bool]
         lib.mgpuMemAlloc.restype = ctypes.c_void_p
@@ -47,7 +50,7 @@ class CudaKernel:
         self.lib, self.places = lib, call["placements"]
         self.stream = lib.mgpuStreamCreate()
         if not self.stream:
-            raise RuntimeError("mgpuStreamCreate gave no stream (no usable GPU or driver)")
+            raise Unavailable("mgpuStreamCreate gave no stream (no usable GPU or driver)")
         kernel = ctypes.CDLL(str(case_dir / call["library"]))
         address = ctypes.cast(getattr(kernel, call["entry"]), ctypes.c_void_p).value
         if not address:
@@ -95,6 +98,3 @@ class CudaKernel:
             for pointer, _ in device:
                 self.lib.mgpuMemFree(pointer, self.stream)
 
-
-def _path(pack: Path, name: str, unpacked: Path) -> Path:
-    return unpacked / Path(name).name[:-3] if name.endswith(".xz") else pack / name

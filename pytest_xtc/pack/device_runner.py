@@ -140,9 +140,7 @@ def unpack_libraries(pack: Path, manifest: Json, unpacked: Path) -> None:
 class HostKernel:
     """``host-bare``: XTC's host shared library, timed by XTC's host runtime."""
 
-    def __init__(self, pack: Path, case_dir: Path, call: Json, unpacked: Path) -> None:
-        loaded = [ctypes.CDLL(str(library(pack, lib, unpacked)), mode=ctypes.RTLD_GLOBAL)
-                  for lib in call["runtime"]]
+    def __init__(self, case_dir: Path, call: Json, loaded: list[ctypes.CDLL]) -> None:
         self.timer = loaded[call["timer"]].evaluate_perf
         self.timer.restype = None
         self.timer.argtypes = [ctypes.POINTER(ctypes.c_double), ctypes.c_int,
@@ -173,11 +171,11 @@ def _sibling(name: str) -> Any:
     return module
 
 
-def kernel_for(pack: Path, case_dir: Path, call: Json, unpacked: Path) -> Any:
+def kernel_for(case_dir: Path, call: Json, loaded: list[ctypes.CDLL]) -> Any:
     if call["kind"] == "host-bare":
-        return HostKernel(pack, case_dir, call, unpacked)
+        return HostKernel(case_dir, call, loaded)
     if call["kind"] == "cuda-bare":
-        return _sibling("device_cuda").CudaKernel(pack, case_dir, call, unpacked)
+        return _sibling("device_cuda").CudaKernel(case_dir, call, loaded)
     raise ValueError(f"unknown kernel kind {call['kind']!r} (a newer pack than this runner?)")
 
 
@@ -187,11 +185,15 @@ def run_one(pack: Path, key: str, out: Path) -> int:
     call = json.loads((case_dir / "call.json").read_text())
     progress = out / PROGRESS
     result: Json = {"status": "error", "phase": "run", "calls": []}
+    stage = "runtime"  # the runtime libraries and the inputs: this machine's, not the target's
     try:
-        progress.write_text("load")
-        kernel = kernel_for(pack, case_dir, call, out.parent / UNPACKED)
-        progress.write_text("inputs")
+        progress.write_text(stage)
+        loaded = [ctypes.CDLL(str(library(pack, lib, out.parent / UNPACKED)),
+                              mode=ctypes.RTLD_GLOBAL) for lib in call["runtime"]]
+        progress.write_text(stage := "inputs")
         sets = _sibling("device_inputs").input_sets(call)
+        progress.write_text(stage := "load")
+        kernel = kernel_for(case_dir, call, loaded)
         for n, step in enumerate(call["calls"]):
             progress.write_text(f"call {n}")
             given = sets[step["set"]]
@@ -216,7 +218,9 @@ def run_one(pack: Path, key: str, out: Path) -> int:
             result["calls"].append(done)
         result.update(status="ok", phase="check")
     except Exception as exc:
-        result.update(error=f"{type(exc).__name__}: {exc}", type=type(exc).__name__)
+        name = type(exc).__name__
+        result.update(error=f"{name}: {exc}", type=name,
+                      infrastructure=stage != "load" or name == "Unavailable")
     (out / "child.json").write_text(json.dumps(result))
     return 0
 
@@ -298,6 +302,7 @@ def run_pack(pack: Path, results: Path, only: list[str], jobs: int = 1) -> int:
 
 
 def main(argv: list[str]) -> int:
+    sys.dont_write_bytecode = True  # the runner writes nothing into the pack
     if argv[:1] == ["--one"]:
         return run_one(Path(argv[1]), argv[2], Path(argv[3]))
     if not argv or argv[0].startswith("-"):

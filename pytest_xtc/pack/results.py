@@ -43,6 +43,7 @@ class CaseResult:
     phase: str
     error: str = ""
     detail: str = ""  # the signal's name, the exit code, the exception's type
+    infrastructure: bool = False  # the machine's failure (runtime, driver), not the kernel's
     calls: list[RunCall] = field(default_factory=list)
 
 
@@ -116,7 +117,8 @@ class PackResults:
         result = CaseResult(str(found.get("status")), str(found.get("phase", "run")),
                             str(found.get("error", "")),
                             str(found.get("signal") or found.get("code")
-                                or found.get("type") or ""))
+                                or found.get("type") or ""),
+                            bool(found.get("infrastructure")))
         if result.status != "ok":
             return result
         call = self.call(case_id)

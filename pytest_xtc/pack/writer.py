@@ -142,7 +142,7 @@ def finish(pack: Path, settings: Mapping[str, Any]) -> Path:
         str(p.relative_to(pack)): runner.sha256(p)
         for folder in (CASES, LIBS, RUNNER)
         for p in sorted((pack / folder).rglob("*"))
-        if p.is_file() and p.name != "case.json"
+        if p.is_file() and p.name != "case.json" and "__pycache__" not in p.parts
     }
     manifest = {"format": runner.FORMAT, "runner_version": runner.RUNNER_VERSION,
                 "settings": dict(settings), "cases": cases, "files": files}

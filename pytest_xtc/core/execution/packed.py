@@ -81,6 +81,7 @@ def from_pack(results: PackResults, case: Case, input_sets: list[list[np.ndarray
         what = _FAILURES.get(result.status, Failure.EXCEPTION)
         done.failure = f"run failed on the device runner: {result.error}"
         done.kind = FailureKind(what, result.detail)
+        done.infrastructure = result.infrastructure
         return done
     done.phase, done.guarded = Phase.CHECK, bool(results.call(case.id).get("guarded"))
     done.calls = [Call(c.inputs_left, c.outputs, c.guard) for c in result.calls]
