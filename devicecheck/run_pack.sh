@@ -2,7 +2,10 @@
 # Run an execution pack (docs/split-run.md) on the machine this runs on: Python 3 with
 # numpy, and for nvgpu packs the NVIDIA driver. Nothing else is needed (no XTC, no pytest).
 #
-#   bash devicecheck/run_pack.sh [PACK]        (default devicecheck/build/pack)
+#   bash devicecheck/run_pack.sh [PACK]    (default devicecheck/build/pack.tar.xz)
+#
+# PACK is the pack's folder, or that folder as one xz-compressed tar (what fits the carry:
+# tar -cJf devicecheck/build/pack.tar.xz -C devicecheck/build/pack .), unpacked here first.
 #
 # Writes to $OUT (default devicecheck/build/out): results/ (the runner's, to copy back
 # into PACK/results and judge with --xtc-from-pack), runner.log, machine.txt. The runner
@@ -10,11 +13,17 @@
 # (default 540: inside one 10-minute device call). Exit status: the runner's (0 ran;
 # 2 pack problem; 4 no case gave a result), 124/137 when the limit ended it.
 set -u
-PACK=${1:-devicecheck/build/pack}
+PACK=${1:-devicecheck/build/pack.tar.xz}
 OUT=${OUT:-devicecheck/build/out}
 JOBS=${JOBS:-$(nproc 2>/dev/null || echo 4)}
 LIMIT_S=${LIMIT_S:-540}
 mkdir -p "$OUT"
+if [ -f "$PACK" ] && [[ "$PACK" == *.tar.xz ]]; then
+    unpacked=$(mktemp -d)
+    trap 'rm -rf "$unpacked"' EXIT
+    tar -xJf "$PACK" -C "$unpacked" || { echo "run_pack.sh: $PACK: cannot unpack" >&2; exit 2; }
+    PACK=$unpacked
+fi
 if [ ! -f "$PACK/manifest.json" ]; then
     echo "run_pack.sh: $PACK/manifest.json: no pack there (carry it along)" >&2
     exit 2

@@ -302,7 +302,9 @@ def test_device_script_runs_a_carried_pack(split, tmp_path) -> None:
     env.update(PATH=f"{shim}{os.pathsep}{env['PATH']}", OUT=str(tmp_path / "out"),
                PYTHONPATH=str(numpy_only_path(split["root"])), JOBS="2")
     script = Path(__file__).resolve().parents[1] / "devicecheck" / "run_pack.sh"
-    done = subprocess.run(["bash", str(script), str(pack)], env=env, capture_output=True,
+    carried = tmp_path / "pack.tar.xz"  # the pack as it is carried: one compressed file
+    subprocess.run(["tar", "-cJf", str(carried), "-C", str(pack), "."], check=True)
+    done = subprocess.run(["bash", str(script), str(carried)], env=env, capture_output=True,
                           text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "runner exit status 0" in done.stdout
