@@ -351,3 +351,13 @@ def test_runner_sentinel_and_guard_bands_are_the_suites() -> None:
         mine.buffer[-1] = theirs.buffer[-1] = 1.0
         mine.buffer[0] = theirs.buffer[0] = 1.0
         assert mine.violations() == theirs.violations()
+
+
+def test_a_pack_of_another_target_is_refused(split) -> None:
+    """A host pack judged as host-c: every case refused (the same case ids, another
+    target's kernels), none judged."""
+    done = pytest_run(split["root"] / "session", f"--xtc-from-pack={split['pack']}",
+                      "--xtc-target=host-c")
+    found = dict(re.findall(r"::test_conformance\[host-c-([^\]]+)\] (\w+)", done.stdout))
+    assert found and set(found.values()) == {"FAILED"}, done.stdout[-2000:]
+    assert "refused: the pack holds no such case for host-c" in done.stdout

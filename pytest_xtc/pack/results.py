@@ -91,18 +91,22 @@ class PackResults:
         settings: Json = self.manifest.get("settings", {})
         return settings
 
-    def record(self, case_id: str) -> Json | None:
-        """The manifest's line for ``case_id`` (None: not in the pack)."""
-        line: Json | None = self.manifest["cases"].get(case_key(case_id))
-        return line if line is not None and line.get("id") == case_id else None
+    def record(self, target: str, case_id: str) -> Json | None:
+        """The manifest's line for ``case_id`` on ``target`` (None: not in the pack)."""
+        line: Json | None = self.manifest["cases"].get(case_key(target, case_id))
+        if line is None or (line.get("id"), line.get("target")) != (case_id, target):
+            return None
+        return line
 
-    def call(self, case_id: str) -> Json:
-        """The call protocol of the packed case ``case_id``."""
-        return _json(self.pack / "cases" / case_key(case_id) / "call.json", "the call protocol")
+    def call(self, line: Json) -> Json:
+        """The call protocol of the packed case of manifest line ``line``."""
+        key = case_key(line["target"], line["id"])
+        return _json(self.pack / "cases" / key / "call.json", "the call protocol")
 
-    def result(self, case_id: str, line: Json) -> CaseResult:
-        """The runner's result for the packed case ``case_id``, checked."""
-        key = case_key(case_id)
+    def result(self, line: Json) -> CaseResult:
+        """The runner's result for the packed case of manifest line ``line``, checked."""
+        case_id = line["id"]
+        key = case_key(line["target"], case_id)
         digest = self.run["cases"].get(key)
         if digest is None:
             raise Refused("the pack's results hold none for this case (the runner did not run it)")
@@ -121,7 +125,7 @@ class PackResults:
                             bool(found.get("infrastructure")))
         if result.status != "ok":
             return result
-        call = self.call(case_id)
+        call = self.call(line)
         shapes = [(tuple(o["shape"]), o["dtype"]) for o in call["outputs"]]
         in_shapes = [(tuple(o["shape"]), o["dtype"]) for o in call["inputs"]]
         if len(found.get("calls", [])) != len(call["calls"]):

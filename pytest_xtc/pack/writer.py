@@ -39,10 +39,11 @@ class PackError(ValueError):
     """A pack that cannot be written or read as asked; the message says what to do."""
 
 
-def case_key(case_id: str) -> str:
-    """A folder name for ``case_id``: readable, and unique by a digest of the whole id."""
-    digest = hashlib.sha256(case_id.encode()).hexdigest()[:12]
-    return f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', case_id)[:80]}-{digest}"
+def case_key(target: str, case_id: str) -> str:
+    """A folder name for ``case_id`` on ``target``: readable, unique by a digest."""
+    name = f"{target}-{case_id}"
+    digest = hashlib.sha256(name.encode()).hexdigest()[:12]
+    return f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', name)[:80]}-{digest}"
 
 
 def start(pack: Path) -> None:
@@ -101,7 +102,7 @@ def write_case(
     exported kernel, its files and call protocol. ``limits`` are the calls' time limits
     (untimed calls, then the timed one). The input sets travel as their ``recipe`` (the
     input kind and each set's seed: the runner remakes them) and their digests."""
-    key = case_key(case_id)
+    key = case_key(target, case_id)
     folder = pack / CASES / key
     if folder.exists():
         raise PackError(f"{case_id}: packed twice (one pack holds each case once)")

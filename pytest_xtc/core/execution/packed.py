@@ -59,11 +59,12 @@ def save(pack: Path, target: str, case: Case, request: WorkRequest, done: Work,
 
 
 def from_pack(results: PackResults, case: Case, input_sets: list[list[np.ndarray]],
-              settings: Settings) -> Work:
-    """``case``'s work as the pack's runner did it, or why it is refused."""
-    line = results.record(case.id)
+              settings: Settings, target: str) -> Work:
+    """``case``'s work on ``target`` as the pack's runner did it, or why it is refused."""
+    line = results.record(target, case.id)
     if line is None:
-        return _refused("the pack holds no such case (packed from another selection?)")
+        return _refused(f"the pack holds no such case for {target} (packed from another "
+                        "selection or target?)")
     if line.get("failure"):
         kind = line.get("kind")
         return Work(Phase(line["phase"]), line["failure"],
@@ -73,7 +74,7 @@ def from_pack(results: PackResults, case: Case, input_sets: list[list[np.ndarray
         return _refused("the pack's inputs are not this session's (another --xtc-seed, "
                         "or another catalog version)")
     try:
-        result = results.result(case.id, line)
+        result = results.result(line)
     except Refused as exc:
         return _refused(str(exc))
     done = Work(Phase.RUN, compile_s=float(line.get("compile_s", 0.0)))
@@ -83,7 +84,7 @@ def from_pack(results: PackResults, case: Case, input_sets: list[list[np.ndarray
         done.kind = FailureKind(what, result.detail)
         done.infrastructure = result.infrastructure
         return done
-    done.phase, done.guarded = Phase.CHECK, bool(results.call(case.id).get("guarded"))
+    done.phase, done.guarded = Phase.CHECK, bool(results.call(line).get("guarded"))
     done.calls = [Call(c.inputs_left, c.outputs, c.guard) for c in result.calls]
     done.calls[-1].timed = True
     done.run_s, done.times = result.calls[0].wall_s, result.calls[-1].times
@@ -113,4 +114,4 @@ def run_remote(case: Case, request: WorkRequest, done: Work, limits: Mapping[str
             results = PackResults(pack)
         except (writer.PackError, remote.RemoteError) as exc:
             return Work(Phase.RUN, f"remote run failed: {exc}", None, True, done.compile_s)
-        return from_pack(results, case, input_sets, request.settings)
+        return from_pack(results, case, input_sets, request.settings, target)

@@ -131,7 +131,7 @@ def run_case(
     try:
         if settings.from_pack:  # judged from a pack's results: nothing compiles or runs here
             done: Work = packed.from_pack(packed.opened(settings.from_pack), case, input_sets,
-                                          settings)
+                                          settings, adapter.name)
             references()
         else:
             done = executor.run(request, limits, references if execute else None)
