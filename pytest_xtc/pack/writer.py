@@ -60,6 +60,7 @@ def _replace(path: Path, data: bytes) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     with os.fdopen(fd, "wb") as stream:
         stream.write(data)
+    os.chmod(tmp, 0o644)  # mkstemp's 0600 would keep the pack from others who carry it
     os.replace(tmp, path)
 
 
