@@ -134,7 +134,8 @@ def run_case(
                                           settings, adapter.name)
             references()
         else:
-            done = executor.run(request, limits, references if execute else None)
+            wanted = execute and not settings.pack_dir  # a packed case is judged later
+            done = executor.run(request, limits, references if wanted else None)
         interrupts.check()  # a Ctrl-C an in-process adapter swallowed: no verdict
     except isolation.ChildFailure as exc:
         phase = outcome_phase(exc.phase).value
