@@ -14,6 +14,7 @@ if TYPE_CHECKING:
         ONCE,
         Artifact,
         Capabilities,
+        ExportedKernel,
         InfrastructureError,
         OptionSpec,
         Probe,
@@ -31,8 +32,8 @@ SUITE_VERSION = "0.2.0"
 
 _EXPORTS = {
     **dict.fromkeys(
-        ("ONCE", "Artifact", "Capabilities", "InfrastructureError", "OptionSpec", "Probe",
-         "RunResult", "TargetAdapter", "TargetSpec", "Tier", "Timing"),
+        ("ONCE", "Artifact", "Capabilities", "ExportedKernel", "InfrastructureError",
+         "OptionSpec", "Probe", "RunResult", "TargetAdapter", "TargetSpec", "Tier", "Timing"),
         "pytest_xtc.core.adapter",
     ),
     "Case": "pytest_xtc.core.cases.case",
@@ -45,6 +46,7 @@ __all__ = [
     "Artifact",
     "Capabilities",
     "Case",
+    "ExportedKernel",
     "InfrastructureError",
     "OptionSpec",
     "Probe",

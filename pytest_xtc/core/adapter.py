@@ -130,6 +130,24 @@ class Timing:
 ONCE = Timing()  # one call, one measurement: enough to check results
 
 
+@dataclass(frozen=True)
+class ExportedKernel:
+    """A compiled case as a device runner without XTC calls it (``docs/vendor-guide.md``,
+    "Exporting a compiled case"): ``kind`` names the calling convention the runner knows
+    (``host-bare``: a host shared library, bare pointers, inputs then outputs, timed by
+    XTC's host runtime; ``cuda-bare``: the same through XTC's CUDA runtime library, device
+    operands copied to and from the GPU). Every path lies in the artifact's directory or
+    is a runtime library the kernel needs, loaded (globally) in ``runtime`` order."""
+
+    kind: str
+    library: Path
+    entry: str
+    runtime: tuple[Path, ...] = ()
+    timer: int | None = None  # index in ``runtime`` of XTC's host runtime (evaluate_perf)
+    placements: tuple[str, ...] = ()  # "host" or "device", per operand (inputs, outputs)
+    guarded: bool = False  # the runner places operands inside guard bands
+
+
 class InfrastructureError(RuntimeError):
     """Raised by an adapter when the machinery failed, not the target's code: a device
     that stops answering, a toolchain missing a file. Reported apart from wrong results."""
@@ -211,6 +229,12 @@ class TargetAdapter(ABC):
         False: a runtime that copies operands into buffers of its own (XTC's evaluators
         do) would make the bands meaningless."""
         return False
+
+    def export(self, case: Case, artifact: Artifact) -> ExportedKernel | None:
+        """How a device runner without XTC calls ``artifact`` (execution packs and remote
+        runs, ``docs/split-run.md``); None (the default): this target's compiled cases run
+        only where it compiles them."""
+        return None
 
     def prepare(self, workdir: Path) -> None:  # noqa: B027
         """Called once per process before the first case, in the process that forks the

@@ -268,7 +268,19 @@ def add(parser: pytest.Parser) -> None:
         metavar="SECONDS",
         help=f"time one case's shrinking may take (default {DEFAULT_SHRINK_SECONDS:g})",
     )
+    for flag, metavar, text in SPLIT_OPTIONS:  # docs/split-run.md
+        group.addoption(flag, type=_not_empty, default=None, metavar=metavar, help=text)
     parser.addini(INI_TARGETS, "default XTC targets to certify", default=None)
+
+
+SPLIT_OPTIONS = (
+    ("--xtc-pack", "DIR", "compile every selected case and write an execution pack to DIR "
+     "(an empty or new folder); nothing runs here"),
+    ("--xtc-from-pack", "DIR", "judge every selected case from the results of the pack in "
+     "DIR (its device runner's DIR/results); nothing compiles or runs here"),
+    ("--xtc-run-on", "SPEC", "compile here, run each case through an execnet gateway "
+     "(popen//python=python3, socket=HOST:PORT, ssh=HOST//python=python3)"),
+)
 
 
 def wants_xtc(args: Sequence[str], ini_targets: str | None) -> bool:

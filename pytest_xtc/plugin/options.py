@@ -89,6 +89,9 @@ def settings(config: pytest.Config) -> Settings:
         peak=config.getoption("xtc_report") is not None or benchmark_wanted(config),
         max_case_bytes=config.getoption("xtc_max_case_bytes"),
         order=_order_pool() if config.getoption("xtc_order_check") else (),
+        pack_dir=config.getoption("xtc_pack", None) or "",
+        from_pack=config.getoption("xtc_from_pack", None) or "",
+        run_on=config.getoption("xtc_run_on", None) or "",
     )
 
 
@@ -150,4 +153,6 @@ VERDICT_OPTIONS = (
     ("xtc_min_repeat_ms", "--xtc-min-repeat-ms"),
     ("xtc_only_cases", "--xtc-only-cases"),
     ("xtc_explore", "--xtc-explore"),
+    ("xtc_from_pack", "--xtc-from-pack"),  # judged again from the same results
+    ("xtc_run_on", "--xtc-run-on"),
 )

@@ -146,6 +146,8 @@ _DEFAULTS: dict[str, object] = {
     "xtc_number": options.DEFAULT_NUMBER,
     "xtc_min_repeat_ms": options.DEFAULT_MIN_REPEAT_MS,
     "xtc_max_case_bytes": DEFAULT_MAX_CASE_BYTES,
+    "xtc_from_pack": None,
+    "xtc_run_on": None,
 }
 
 

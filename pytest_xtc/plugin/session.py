@@ -20,6 +20,7 @@ from pytest_xtc.plugin import (
     explore,
     options,
     outcomes,
+    pack,
     reporting,
     sharding,
     state,
@@ -59,6 +60,7 @@ def configure(config: pytest.Config) -> None:
         only_own = config.getoption("xtc_only_cases")
         check_unique(user_cases, () if only_own else (c.id for c in builtin_cases()))
         settings = options.settings(config)
+        pack.configure(config, settings)
     except (registry.SelectionError, CaseFileError, expectations.ExpectationFileError,
             ValueError) as exc:
         for adapter in adapters:  # warmed hosts end with the refused session

@@ -15,6 +15,7 @@ from pytest_xtc.core.adapter import (
     ONCE,
     Artifact,
     Capabilities,
+    ExportedKernel,
     Probe,
     RunResult,
     TargetAdapter,
@@ -62,6 +63,18 @@ class HostTarget(TargetAdapter):
 
     def guarded_buffers(self) -> bool:
         return True
+
+    def export(self, case: Case, artifact: Artifact) -> ExportedKernel | None:
+        """The kernel library as XTC's host evaluator calls it (its payload symbol, bare
+        pointers), with the OpenMP runtime it may call and XTC's host runtime, built into
+        the artifact's directory, whose ``evaluate_perf`` times it."""
+        module = artifact.handle
+        if not xtc_env.in_place_capable(module):
+            return None
+        runtime = xtc_env.host_runtime_library(artifact.directory)
+        return ExportedKernel("host-bare", Path(module.file_name).absolute(),
+                              module.payload_name, (*xtc_env.openmp_libraries(), runtime),
+                              timer=len(xtc_env.openmp_libraries()), guarded=True)
 
     def prepare(self, workdir: Path) -> None:
         """Import XTC's backend and build its host runtime once, so that a worker forked

@@ -27,6 +27,7 @@ from pytest_xtc.core.adapter import (
     ONCE,
     Artifact,
     Capabilities,
+    ExportedKernel,
     OptionSpec,
     Probe,
     RunResult,
@@ -222,6 +223,19 @@ class NvgpuTarget(TargetAdapter):
 
     def check_artifact(self, case: Case, artifact: Artifact) -> None:
         check_gpu_binary(artifact.directory, self.device().arch)
+
+    def export(self, case: Case, artifact: Artifact) -> ExportedKernel | None:
+        """The kernel library as XTC's GPU evaluator calls it (bare pointers; device
+        operands copied to and from the GPU, host ones registered), after the artifact
+        check (a module with no GPU kernel is not exported), with XTC's CUDA runtime
+        library and the libLLVM it needs; the driver's libcuda is the device machine's."""
+        self.check_artifact(case, artifact)
+        compiled: Compiled = artifact.handle
+        lib = Path(xtc_env.mlir_prefix()) / "lib"
+        runtime = (xtc_env.llvm_library(), lib / "libmlir_cuda_runtime.so")
+        places = tuple(DEVICE if d else HOST for d in compiled.on_device)
+        return ExportedKernel("cuda-bare", Path(compiled.module.file_name).absolute(),
+                              compiled.module.payload_name, runtime, placements=places)
 
     # -- running ---------------------------------------------------------------------------
 

@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from pytest_xtc.report.waivers import WaiverFileError, load_waivers
 
 from pytest_xtc import cli
 from pytest_xtc.core.cases import case as cases
 from pytest_xtc.core.cases import expectations
 from pytest_xtc.core.cases.case import CaseFileError
 from pytest_xtc.report import bundle
+from pytest_xtc.report.rules.waivers import WaiverFileError, load_waivers
 from tests import ROOT
 from tests.acceptance.test_report import CASES, make_bundle
 from tests.unit.core.cases.test_casefile import matmul

@@ -23,7 +23,7 @@ from pytest_xtc.core.adapter import TargetAdapter, Tier, declared_placements
 from pytest_xtc.core.cases import graphs
 from pytest_xtc.core.cases.case import Case, case_bytes
 from pytest_xtc.core.cases.selectors import Traits
-from pytest_xtc.core.execution import order, perf
+from pytest_xtc.core.execution import order, packed, perf
 from pytest_xtc.core.execution.executors import executor_for
 from pytest_xtc.core.execution.settings import Settings
 from pytest_xtc.core.execution.work import (
@@ -109,7 +109,8 @@ def run_case(
         return _end(outcome, Status.FAILED, Phase.COMPILE, f"time limits: {describe_failure(exc)}",
                     _raised(exc))
 
-    execute = probe.tier is Tier.EXECUTE
+    # A split run makes the inputs here, whether or not this machine can run the kernels.
+    execute = probe.tier is Tier.EXECUTE or (settings.split and probe.can_compile)
     executor = executor_for(adapter, settings)
     empty = transfer.shared_empty if executor.shared else np.empty
     input_sets: list[list[np.ndarray]] = [[]]
@@ -128,12 +129,26 @@ def run_case(
         expected.update(checks.references(case, input_sets))
 
     try:
-        done: Work = executor.run(request, limits, references if execute else None)
+        if settings.from_pack:  # judged from a pack's results: nothing compiles or runs here
+            done: Work = packed.from_pack(packed.opened(settings.from_pack), case, input_sets,
+                                          settings, adapter.name)
+            references()
+        else:
+            wanted = execute and not settings.pack_dir  # a packed case is judged later
+            done = executor.run(request, limits, references if wanted else None)
         interrupts.check()  # a Ctrl-C an in-process adapter swallowed: no verdict
     except isolation.ChildFailure as exc:
         phase = outcome_phase(exc.phase).value
         status = Status.ERROR if phase in (Phase.COMPILE, Phase.WAIT_DEVICE) else Status.FAILED
         return _end(outcome, status, phase, str(exc), exc.kind or _raised(exc))
+    if settings.pack_dir:
+        packed.save(Path(settings.pack_dir), adapter.name, case, request, done, limits)
+        if not done.failure:
+            return _end(outcome, Status.SKIPPED, Phase.RUN,
+                        f"packed into {settings.pack_dir}, not run here: run its device runner, "
+                        f"then judge with --xtc-from-pack={settings.pack_dir}")
+    elif settings.run_on:
+        done = packed.run_remote(case, request, done, limits, adapter.name, input_sets)
     outcome = _judge(outcome, adapter, case, input_sets if execute else [], done, settings,
                      workdir, expected)
     if done.notes:
@@ -177,7 +192,7 @@ def _judge(
     inputs = input_sets[0]
     outcome = _check(outcome, case, input_sets, done, expected)
     previous = order.followed(adapter.name, case.id)
-    if outcome.status is Status.PASSED and settings.order:
+    if outcome.status is Status.PASSED and settings.order and not settings.split:
         run = partial(run_case, adapter)
         outcome = order.check(outcome, case, workdir, settings, run, previous)
     if outcome.status is Status.PASSED and settings.perf:

@@ -27,6 +27,22 @@ class Settings:
     #: Order check (core/execution/order.py): the neighbours a passed case is run again
     #: after; empty: off.
     order: tuple[Case, ...] = ()
+    #: Split runs (docs/split-run.md): compile and write each case into this execution
+    #: pack; judge each case from this pack's results; run each case through this execnet
+    #: gateway. Empty: off.
+    pack_dir: str = ""
+    from_pack: str = ""
+    run_on: str = ""
+
+    @property
+    def exports(self) -> bool:
+        """Whether a compiled case is exported for a device runner instead of run here."""
+        return bool(self.pack_dir or self.run_on)
+
+    @property
+    def split(self) -> bool:
+        """Whether cases run elsewhere (their inputs are made here even without a device)."""
+        return bool(self.pack_dir or self.from_pack or self.run_on)
 
     def __post_init__(self) -> None:
         """Refuse limits that are not finite and positive (ValueError naming the option)."""

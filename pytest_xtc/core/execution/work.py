@@ -72,6 +72,7 @@ class Work:
     second: list[np.ndarray] | None = None  # outputs of the repeat-check run (the timed one)
     guarded: bool = False  # operands lay inside guard bands
     notes: list[str] = field(default_factory=list)  # what the worker did after the case
+    export: Any = None  # the adapter's ExportedKernel, for a device runner (split runs)
 
     @property
     def outputs(self) -> list[np.ndarray]:
@@ -221,6 +222,14 @@ def target_work(
         if case.placement is not None:
             phase = Phase.PLACEMENT
             placement.check(case, artifact.directory)
+        if request.settings.exports:
+            phase = Phase.RUN
+            done.export = adapter.export(case, artifact)
+            if done.export is None:
+                raise InfrastructureError(f"{adapter.name} cannot export a compiled case for "
+                                          "a device runner (TargetAdapter.export)")
+            done.phase = phase
+            return done
         if not execute:
             phase = Phase.CHECK_ARTIFACT
             adapter.check_artifact(case, artifact)

@@ -68,6 +68,46 @@ def bootstrap() -> str | None:
     return None
 
 
+def openmp_libraries() -> tuple[Path, ...]:
+    """The OpenMP runtime this process loaded (kernels with parallel loops call it)."""
+    bootstrap()
+    with contextlib.suppress(OSError), open("/proc/self/maps") as maps:
+        found = {line.split()[-1] for line in maps if "libomp" in line.rsplit("/", 1)[-1]}
+        return tuple(Path(p) for p in sorted(found) if Path(p).is_file())
+    return ()
+
+
+def host_runtime_library(directory: Path) -> Path:
+    """XTC's host runtime (its ``evaluate_perf`` timing loop) as a file in ``directory``,
+    built by XTC's own build (through the suite's cache)."""
+    import_mlir_backend()
+    from xtc.runtimes.host import runtime
+
+    out = directory / "xtc-host-runtime.so"
+    with tempfile.TemporaryDirectory() as scratch:
+        runtime._compile_runtime(str(out), scratch, runtime.RuntimeType.HOST)
+    return out
+
+
+def mlir_prefix() -> str:
+    """The MLIR installation XTC compiles with (its ``lib/`` holds the runtimes)."""
+    import_mlir_backend()
+    from xtc.backends.mlir.MlirConfig import MlirConfig
+
+    return str(MlirConfig().mlir_install_dir)
+
+
+def llvm_library() -> Path:
+    """``libLLVM.so`` of the LLVM wheel XTC uses (XTC's CUDA runtime library needs it)."""
+    import llvm  # type: ignore[import-not-found]
+
+    roots = [Path(p) for p in getattr(llvm, "__path__", [])]
+    for root in roots:
+        if (root / "lib" / "libLLVM.so").is_file():
+            return root / "lib" / "libLLVM.so"
+    raise FileNotFoundError(f"libLLVM.so not found under {', '.join(map(str, roots))}")
+
+
 def versions(*names: str) -> dict[str, str]:
     """Installed versions of the named distributions (XTC's by default)."""
     return installed(*(names or XTC_DISTRIBUTIONS))

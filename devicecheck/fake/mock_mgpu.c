@@ -1,5 +1,6 @@
-/* Stand-in for libmlir_cuda_runtime.so, for the host self-test only (run_kernels.py
-   --mode host): the entry points the driver calls, working on host memory.
+/* FAKE CUDA: a stand-in for XTC's libmlir_cuda_runtime.so, for tests only
+   (tests/test_pack.py, the device runner's cuda-bare path on host kernels): the entry
+   points the runner calls, working on host memory.
    "Device" allocations start as 0xFF bytes (NaN as float32), so that a missing copy to
    the "device" shows as wrong results; mock_calls(i) counts the calls of each kind. */
 #include <stdbool.h>

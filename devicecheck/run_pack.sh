@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Run an execution pack (docs/split-run.md) on the machine this runs on: Python 3 with
+# numpy, and for nvgpu packs the NVIDIA driver. Nothing else is needed (no XTC, no pytest).
+#
+#   bash devicecheck/run_pack.sh [PACK]    (default devicecheck/build/pack.tar.xz)
+#
+# PACK is the pack's folder, or that folder as one xz-compressed tar (what fits the carry:
+# tar -cJf devicecheck/build/pack.tar.xz -C devicecheck/build/pack .), unpacked here first.
+#
+# Writes to $OUT (default devicecheck/build/out): results/ (the runner's, to copy back
+# into PACK/results and judge with --xtc-from-pack), runner.log, machine.txt. The runner
+# runs $JOBS cases at a time (default: the CPU count) under a limit of $LIMIT_S seconds
+# (default 540: inside one 10-minute device call). Exit status: the runner's (0 ran;
+# 2 pack problem; 4 no case gave a result), 124/137 when the limit ended it.
+set -u
+PACK=${1:-devicecheck/build/pack.tar.xz}
+OUT=${OUT:-devicecheck/build/out}
+JOBS=${JOBS:-$(nproc 2>/dev/null || echo 4)}
+LIMIT_S=${LIMIT_S:-540}
+mkdir -p "$OUT"
+if [ -f "$PACK" ] && [[ "$PACK" == *.tar.xz ]]; then
+    unpacked=$(mktemp -d)
+    trap 'rm -rf "$unpacked"' EXIT
+    tar -xJf "$PACK" -C "$unpacked" || { echo "run_pack.sh: $PACK: cannot unpack" >&2; exit 2; }
+    PACK=$unpacked
+fi
+if [ ! -f "$PACK/manifest.json" ]; then
+    echo "run_pack.sh: $PACK/manifest.json: no pack there (carry it along)" >&2
+    exit 2
+fi
+{
+    echo "# python"; python3 -c 'import sys, numpy; print(sys.version); print("numpy", numpy.__version__)'
+    echo "# nvidia-smi"
+    nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total --format=csv 2>&1 || true
+    echo "# libcuda"; (ldconfig -p 2>/dev/null | grep -m1 libcuda.so.1) || echo "not found"
+} > "$OUT/machine.txt" 2>&1
+cat "$OUT/machine.txt"
+start=$(date +%s)
+timeout --kill-after=10 "$LIMIT_S" python3 "$PACK/runner/device_runner.py" "$PACK" \
+    --results "$OUT/results" --jobs "$JOBS" > "$OUT/runner.log" 2>&1
+status=$?
+rm -rf "$OUT/results/.libs"  # the unpacked runtime libraries: not worth bringing back
+echo "runner exit status $status after $(( $(date +%s) - start )) s" | tee -a "$OUT/runner.log"
+awk '{print $1}' "$OUT/runner.log" | sort | uniq -c | sort -rn | head -n 8
+exit $status
