@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from pytest_xtc.core.adapter import Tier
 from pytest_xtc.core.cases import expectations
 from pytest_xtc.core.cases.selectors import Traits
 from pytest_xtc.core.outcome import Phase, Status
@@ -27,6 +28,7 @@ from pytest_xtc.report.text import RATIO_HEADER, RATIO_NOTE, human_time, table_l
 
 COLUMNS = (
     "passed",
+    "compiled",  # compiled and inspected, not run (a compile-only tier): not a pass
     "failed",
     "infrastructure error",
     "invalid",
@@ -57,11 +59,17 @@ class Result:
     guarded: bool | None = None  # its operands were checked for writes out of bounds
     precision: dict[str, Any] | None = None  # its rounding-error sums (core/judging/precision.py)
     checks: dict[str, Any] | None = None  # each per-case check's facts (core/judging/checks)
+    tier: str | None = None  # the target's tier when it ran (core.adapter.Tier)
 
     @property
     def selectable(self) -> Traits | str:
         """What an expectation matches: the case's properties, else its id."""
         return Traits.from_dict(self.traits) if self.traits else self.case
+
+    @property
+    def executed(self) -> bool | None:
+        """Whether its target's tier ran the kernels (None: not known)."""
+        return None if not self.tier else self.tier == Tier.EXECUTE.value
 
 
 class OutcomeCollector:
@@ -89,6 +97,7 @@ class OutcomeCollector:
                     value.get("guarded"),
                     value.get("precision"),
                     value.get("checks"),
+                    value.get("tier"),
                 )
             )
 
@@ -102,7 +111,7 @@ class OutcomeCollector:
         reasons: dict[str, Counter[str]] = defaultdict(Counter)
         for r in self.results:
             counts[r.target][r.column] += 1
-            if r.column in ("not-supported", "skipped"):
+            if r.column in ("compiled", "not-supported", "skipped"):
                 reasons[r.target][f"{r.column}: {r.message}"] += 1
         targets = sorted(counts)
         rows = [[t, *(str(counts[t][c]) for c in COLUMNS)] for t in targets]
@@ -172,10 +181,10 @@ class OutcomeCollector:
         if self.config.getoption("xtc_ignore_expectations"):
             return []
         ran: dict[str, list[str]] = defaultdict(list)
-        seen: dict[str, list[Traits | str]] = defaultdict(list)
+        seen: dict[str, list[Result]] = defaultdict(list)
         for r in self.results:
             ran[r.target].append(r.case)
-            seen[r.target].append(r.selectable)
+            seen[r.target].append(r)
         complete = self.complete_targets(ran)
         exploring = bool(self.config.getoption("xtc_explore", None))
         lines = []
@@ -185,7 +194,10 @@ class OutcomeCollector:
             for entry in expectations.load(path):
                 if not exploring and "-explore-" in (entry.selector.pattern or ""):
                     continue  # entries for explored schedules: audited when exploring
-                if not any(entry.matches(case) for case in seen[target]):
+                if not any(entry.applies(r.executed) for r in seen[target]):
+                    continue  # an entry for the other tier (executed: true or false)
+                if not any(entry.matches(r.selectable, executed=r.executed)
+                           for r in seen[target]):
                     lines.append(
                         f"  {path.name}:{entry.line}: {entry.pattern!r} matched no case "
                         f"of {target} in this run"
@@ -226,12 +238,14 @@ def write_updates(folder: Path, files: dict[str, Path], results: list[Result]) -
     for target, mine in sorted(by_target.items()):
         old = expectations.load(files[target]) if target in files else ()
         failed = [r for r in mine if r.status == Status.FAILED.value]
-        passed = [r.selectable for r in mine if r.status == Status.PASSED.value]
+        worked = (Status.PASSED.value, Status.COMPILED.value)
+        passed = [r for r in mine if r.status in worked]
         kept = [
             e
             for e in old
-            if any(e.matches(r.selectable) for r in failed)
-            and not any(e.matches(case) for case in passed)
+            if not any(e.applies(r.executed) for r in mine)  # the other tier's: not judged
+            or any(e.matches(r.selectable, executed=r.executed) for r in failed)
+            and not any(e.matches(r.selectable, executed=r.executed) for r in passed)
         ]
         new = [
             expectations.entry(
@@ -241,7 +255,7 @@ def write_updates(folder: Path, files: dict[str, Path], results: list[Result]) -
                 "TODO: issue URL",
             )
             for r in failed
-            if not any(e.matches(r.selectable) for e in kept)
+            if not any(e.matches(r.selectable, executed=r.executed) for e in kept)
         ]
         name = files[target].name if target in files else f"{target}.expectations.yaml"
         path = folder / name
