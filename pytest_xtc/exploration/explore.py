@@ -49,7 +49,7 @@ BREAKS = "the sample breaks a precondition of XTC's scheduler: "
 #: then a tile of all axes.
 PRT_SCHEME = "TT"
 NOT_APPLICABLE = "not applicable"
-TALLY_COLUMNS = ("passed", "failed", "expected failure", "XTC refused", "not-supported",
+TALLY_COLUMNS = ("passed", "compiled", "failed", "expected failure", "XTC refused", "not-supported",
                  "skipped", NOT_APPLICABLE)
 _NAME = re.compile(rf"^{PREFIX}-(?P<strategy>[A-Za-z0-9_]+)-(?P<index>\d+)of(?P<pool>\d+)$")
 _IN_ID = re.compile(rf"-{PREFIX}-(?P<strategy>[A-Za-z0-9_]+)-\d+of\d+(?:-|$)")

@@ -244,8 +244,8 @@ def write_updates(folder: Path, files: dict[str, Path], results: list[Result]) -
             e
             for e in old
             if not any(e.applies(r.executed) for r in mine)  # the other tier's: not judged
-            or any(e.matches(r.selectable, executed=r.executed) for r in failed)
-            and not any(e.matches(r.selectable, executed=r.executed) for r in passed)
+            or (any(e.matches(r.selectable, executed=r.executed) for r in failed)
+            and not any(e.matches(r.selectable, executed=r.executed) for r in passed))
         ]
         new = [
             expectations.entry(
