@@ -20,7 +20,8 @@ from pytest_xtc.report.text import Markdown, markdown
 from pytest_xtc.report.verdicts import run_not_certifying, run_problems
 
 NAME = "summary.md"
-COUNTS = ("passed", "compiled", "failed", "invalid", "skipped", "not-supported", "waived", "missing")
+COUNTS = ("passed", "compiled", "failed", "invalid", "skipped", "not-supported", "waived",
+          "missing")
 
 
 def _row(cells: list[Any]) -> str:
