@@ -114,8 +114,9 @@ class OutcomeCollector:
             if r.column in ("compiled", "not-supported", "skipped"):
                 reasons[r.target][f"{r.column}: {r.message}"] += 1
         targets = sorted(counts)
-        rows = [[t, *(str(counts[t][c]) for c in COLUMNS)] for t in targets]
-        header = ["target", *(HEADERS.get(c, c) for c in COLUMNS)]
+        columns = shown_columns(counts)
+        rows = [[t, *(str(counts[t][c]) for c in columns)] for t in targets]
+        header = ["target", *(HEADERS.get(c, c) for c in columns)]
         groups = table_lines(header, rows, width)
         for line in (*groups[0], *groups[1]):
             write(line, bold=True)
@@ -223,6 +224,16 @@ class OutcomeCollector:
         if not folder or hasattr(self.config, "workerinput"):
             return
         self.updated = write_updates(Path(folder), self._expectation_files(), self.results)
+
+
+def shown_columns(counts: dict[str, Counter[str]]) -> list[str]:
+    """The table's columns: ``compiled`` where a case was compiled only, and then no
+    ``passed`` where none passed (a compile-only run: nothing ran, nothing passed)."""
+    compiled = any(c["compiled"] for c in counts.values())
+    hidden = set() if compiled else {"compiled"}
+    if compiled and not any(c["passed"] for c in counts.values()):
+        hidden.add("passed")
+    return [c for c in COLUMNS if c not in hidden]
 
 
 def write_updates(folder: Path, files: dict[str, Path], results: list[Result]) -> list[Path]:
