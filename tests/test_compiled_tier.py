@@ -312,3 +312,23 @@ def test_faulty_nvgpu_giving_host_code_only_still_fails_where_xtc_makes_a_kernel
                  "1x512-memref-none"):
         assert any(line.startswith("FAILED") and name in line for line in out.splitlines()), name
 
+
+
+def test_expectation_updates_keep_the_other_tiers_entries(tmp_path: Path) -> None:
+    """--xtc-update-expectations after a compile-only run: an executed-only entry is not
+    judged (kept); an entry whose cases all compiled is dropped; a failure gets one."""
+    from pytest_xtc.plugin.terminal import Result, write_updates
+
+    path = tmp_path / "t.expectations.yaml"
+    path.write_text(textwrap.dedent(ENTRY.format(pattern="a*", executed="executed: true\n      "))
+                    + textwrap.dedent(ENTRY.format(pattern="b*", executed="")))
+
+    def result(case: str, status: str) -> Result:
+        return Result("t", case, status, status, "check-artifact", "m", None,
+                      tier=Tier.COMPILE_ONLY.value)
+
+    (written,) = write_updates(tmp_path / "review", {"t": path},
+                               [result("a1", "compiled"), result("b1", "compiled"),
+                                result("c1", "failed")])
+    proposed = expectations.load(written)
+    assert [(e.pattern, e.executed) for e in proposed] == [("a*", True), ("c1", None)]
