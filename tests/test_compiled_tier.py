@@ -332,3 +332,12 @@ def test_expectation_updates_keep_the_other_tiers_entries(tmp_path: Path) -> Non
                                 result("c1", "failed")])
     proposed = expectations.load(written)
     assert [(e.pattern, e.executed) for e in proposed] == [("a*", True), ("c1", None)]
+
+
+def test_explored_schedules_that_only_compiled_are_tallied_as_compiled() -> None:
+    from pytest_xtc.exploration import explore
+
+    drawn = "matmul-float32-8x8x8-explore-tile_oo"
+    rows = [(f"{drawn}-0of2", "compiled", "compile-only tier", "compiled"),
+            (f"{drawn}-1of2", "passed", "", "passed")]
+    assert explore.tally(rows)["tile_oo"] == {"compiled": 1, "passed": 1}  # before: 1 failed
