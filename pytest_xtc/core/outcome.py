@@ -24,6 +24,8 @@ class Status(Word):
     """What a target did with a case."""
 
     PASSED = "passed"
+    #: Compiled and its artifact inspected, never run (a compile-only tier): not a pass.
+    COMPILED = "compiled"
     FAILED = "failed"  # wrong results, or a compile or run failure: not conformant
     ERROR = "error"  # the infrastructure failed (toolchain, device): not a verdict on results
     SKIPPED = "skipped"  # this machine cannot run the target (probe says why)

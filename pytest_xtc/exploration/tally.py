@@ -10,7 +10,7 @@ from typing import Any
 from pytest_xtc.exploration.explore import REFUSED, strategy_of
 
 NOT_APPLICABLE = "not applicable"
-TALLY_COLUMNS = ("passed", "failed", "expected failure", "XTC refused", "not-supported",
+TALLY_COLUMNS = ("passed", "compiled", "failed", "expected failure", "XTC refused", "not-supported",
                  "skipped", NOT_APPLICABLE)
 
 

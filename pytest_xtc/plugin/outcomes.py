@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_xtc.core.adapter import TargetAdapter
+from pytest_xtc.core.adapter import TargetAdapter, Tier
 from pytest_xtc.core.cases import expectations
 from pytest_xtc.core.cases.case import Case
 from pytest_xtc.core.execution.executors import interrupted
@@ -112,6 +112,24 @@ def pytest_runtest_makereport(
     return report
 
 
+#: pytest's category, letter and word for a case compiled and inspected but not run.
+COMPILED_STATUS = (Status.COMPILED.value, "c", ("COMPILED", {"cyan": True}))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_report_teststatus(
+    report: pytest.TestReport, config: pytest.Config
+) -> tuple[str, str, tuple[str, dict[str, bool]]] | None:
+    """A case that passed on a compile-only tier reads ``compiled``, never ``passed``:
+    in the progress line, ``-v`` and the final counts ("118 compiled"); the exit status
+    stays 0."""
+    if report.passed:
+        outcome = state.reported_outcome(report)
+        if outcome is not None and outcome.get("status") == Status.COMPILED.value:
+            return COMPILED_STATUS
+    return None
+
+
 def _shown(path: Path, where: Path) -> str:
     """``path`` relative to ``where`` when inside it, else absolute."""
     path = path.resolve()
@@ -152,14 +170,15 @@ _DEFAULTS: dict[str, object] = {
 
 
 def _expectation(
-    request: pytest.FixtureRequest, adapter: TargetAdapter, case: Case | str
+    request: pytest.FixtureRequest, adapter: TargetAdapter, case: Case | str, executed: bool
 ) -> expectations.Expectation | None:
     """The target's expected-failure entry covering ``case`` (by id pattern or by its
-    properties, on the installed XTC version)."""
+    properties, on the installed XTC version) in a run that ``executed`` it or not."""
     if request.config.getoption("xtc_ignore_expectations"):
         return None
     path = adapter.expectations_file()
-    return None if path is None else expectations.find(expectations.load(path), case)
+    entries = expectations.load(path) if path is not None else ()
+    return expectations.find(entries, case, executed=executed)
 
 
 def conclude(
@@ -172,16 +191,20 @@ def conclude(
     params = getattr(getattr(request.node, "callspec", None), "params", {})
     case: Case | str = params.get("xtc_case", outcome.case)
     expected = None
-    if outcome.status in (Status.PASSED, Status.FAILED):
-        expected = _expectation(request, adapter, case)
-    if outcome.status is Status.PASSED:
+    if outcome.status in (Status.PASSED, Status.COMPILED, Status.FAILED):
+        executed = outcome.tier == Tier.EXECUTE.value
+        expected = _expectation(request, adapter, case, executed)
+    if outcome.status in (Status.PASSED, Status.COMPILED):
         if expected is not None:
+            what = "pass" if outcome.status is Status.PASSED else (
+                "compile (compiled and its artifact checked; `executed: true` limits an "
+                "entry to runs that execute)")
             pytest.fail(
-                f"unexpected pass: remove the entry {expected.pattern!r} "
+                f"unexpected {what}: remove the entry {expected.pattern!r} "
                 f"(line {expected.line}) from {adapter.expectations_file()}",
                 pytrace=False,
             )
-        return
+        return  # COMPILED: pytest's pass, shown as compiled (pytest_report_teststatus)
     if (
         outcome.status is Status.FAILED
         and expected is not None

@@ -173,6 +173,8 @@ class Reporter:
         if report.when == "call":
             xfailed = report.skipped and hasattr(report, "wasxfail")
             pytest_outcome = "xfailed" if xfailed else report.outcome
+            if report.passed and record.get("status") == "compiled":
+                pytest_outcome = "compiled"  # the terminal's word: compiled, not run
         else:
             pytest_outcome = "error" if report.failed else "skipped"
         record.update(

@@ -88,13 +88,15 @@ def reported_outcome(report: pytest.TestReport) -> dict[str, Any] | None:
 def shown_status(report: pytest.TestReport, status: str) -> str:
     """How a case's status reads to a person once pytest has judged it: an expected
     failure, an infrastructure error, or the report's own outcome where an expectation
-    turned it (an unexpected pass of an expected failure)."""
+    turned it (an unexpected pass, or compile, of an expected failure)."""
     if hasattr(report, "wasxfail"):
         return "expected failure"
     if status == "error":
         return "infrastructure error"
     if status in ("passed", "failed") and report.outcome != status:
         return report.outcome
+    if status == "compiled" and report.failed:  # an expected failure that compiled
+        return "failed"
     return status
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from pytest_xtc.core.adapter import Tier
 from pytest_xtc.core.cases import expectations
 from pytest_xtc.core.cases.identity import test_id
 from pytest_xtc.core.cases.selectors import Traits
@@ -28,6 +29,7 @@ from pytest_xtc.report.render.text import RATIO_HEADER, RATIO_NOTE, human_time, 
 
 COLUMNS = (
     "passed",
+    "compiled",  # compiled and inspected, not run (a compile-only tier): not a pass
     "failed",
     "infrastructure error",
     "invalid",
@@ -58,11 +60,17 @@ class Result:
     guarded: bool | None = None  # its operands were checked for writes out of bounds
     precision: dict[str, Any] | None = None  # its rounding-error sums (core/judging/precision.py)
     checks: dict[str, Any] | None = None  # each per-case check's facts (core/judging/checks)
+    tier: str | None = None  # the target's tier when it ran (core.adapter.Tier)
 
     @property
     def selectable(self) -> Traits | str:
         """What an expectation matches: the case's properties, else its id."""
         return Traits.from_dict(self.traits) if self.traits else self.case
+
+    @property
+    def executed(self) -> bool | None:
+        """Whether its target's tier ran the kernels (None: not known)."""
+        return None if not self.tier else self.tier == Tier.EXECUTE.value
 
 
 class OutcomeCollector:
@@ -90,6 +98,7 @@ class OutcomeCollector:
                     value.get("guarded"),
                     value.get("precision"),
                     value.get("checks"),
+                    value.get("tier"),
                 )
             )
 
@@ -103,11 +112,12 @@ class OutcomeCollector:
         reasons: dict[str, Counter[str]] = defaultdict(Counter)
         for r in self.results:
             counts[r.target][r.column] += 1
-            if r.column in ("not-supported", "skipped"):
+            if r.column in ("compiled", "not-supported", "skipped"):
                 reasons[r.target][f"{r.column}: {r.message}"] += 1
         targets = sorted(counts)
-        rows = [[t, *(str(counts[t][c]) for c in COLUMNS)] for t in targets]
-        header = ["target", *(HEADERS.get(c, c) for c in COLUMNS)]
+        columns = shown_columns(counts)
+        rows = [[t, *(str(counts[t][c]) for c in columns)] for t in targets]
+        header = ["target", *(HEADERS.get(c, c) for c in columns)]
         groups = table_lines(header, rows, width)
         for line in (*groups[0], *groups[1]):
             write(line, bold=True)
@@ -173,10 +183,10 @@ class OutcomeCollector:
         if self.config.getoption("xtc_ignore_expectations"):
             return []
         ran: dict[str, list[str]] = defaultdict(list)
-        seen: dict[str, list[Traits | str]] = defaultdict(list)
+        seen: dict[str, list[Result]] = defaultdict(list)
         for r in self.results:
             ran[r.target].append(r.case)
-            seen[r.target].append(r.selectable)
+            seen[r.target].append(r)
         complete = self.complete_targets(ran)
         exploring = bool(self.config.getoption("xtc_explore", None))
         lines = []
@@ -186,7 +196,10 @@ class OutcomeCollector:
             for entry in expectations.load(path):
                 if not exploring and "-explore-" in (entry.selector.pattern or ""):
                     continue  # entries for explored schedules: audited when exploring
-                if not any(entry.matches(case) for case in seen[target]):
+                if not any(entry.applies(r.executed) for r in seen[target]):
+                    continue  # an entry for the other tier (executed: true or false)
+                if not any(entry.matches(r.selectable, executed=r.executed)
+                           for r in seen[target]):
                     lines.append(
                         f"  {path.name}:{entry.line}: {entry.pattern!r} matched no case "
                         f"of {target} in this run"
@@ -214,6 +227,16 @@ class OutcomeCollector:
         self.updated = write_updates(Path(folder), self._expectation_files(), self.results)
 
 
+def shown_columns(counts: dict[str, Counter[str]]) -> list[str]:
+    """The table's columns: ``compiled`` where a case was compiled only, and then no
+    ``passed`` where none passed (a compile-only run: nothing ran, nothing passed)."""
+    compiled = any(c["compiled"] for c in counts.values())
+    hidden = set() if compiled else {"compiled"}
+    if compiled and not any(c["passed"] for c in counts.values()):
+        hidden.add("passed")
+    return [c for c in COLUMNS if c not in hidden]
+
+
 def write_updates(folder: Path, files: dict[str, Path], results: list[Result]) -> list[Path]:
     """Write, per target, its expected-failure file as this run says it should read: the
     entries that caught a failure kept, new entries for new failures (a case id each, to be
@@ -227,12 +250,14 @@ def write_updates(folder: Path, files: dict[str, Path], results: list[Result]) -
     for target, mine in sorted(by_target.items()):
         old = expectations.load(files[target]) if target in files else ()
         failed = [r for r in mine if r.status == Status.FAILED.value]
-        passed = [r.selectable for r in mine if r.status == Status.PASSED.value]
+        worked = (Status.PASSED.value, Status.COMPILED.value)
+        passed = [r for r in mine if r.status in worked]
         kept = [
             e
             for e in old
-            if any(e.matches(r.selectable) for r in failed)
-            and not any(e.matches(case) for case in passed)
+            if not any(e.applies(r.executed) for r in mine)  # the other tier's: not judged
+            or (any(e.matches(r.selectable, executed=r.executed) for r in failed)
+            and not any(e.matches(r.selectable, executed=r.executed) for r in passed))
         ]
         new = [
             expectations.entry(
@@ -242,7 +267,7 @@ def write_updates(folder: Path, files: dict[str, Path], results: list[Result]) -
                 "TODO: issue URL",
             )
             for r in failed
-            if not any(e.matches(r.selectable) for e in kept)
+            if not any(e.matches(r.selectable, executed=r.executed) for e in kept)
         ]
         name = files[target].name if target in files else f"{target}.expectations.yaml"
         path = folder / name

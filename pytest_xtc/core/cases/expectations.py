@@ -6,8 +6,11 @@ Each entry names the cases it covers by a selector (``selectors.py``): ``pattern
 xtc-tools). Properties recognise a known upstream bug in every case that has them, a user
 case named anything included, and only on the XTC versions that have it. Then ``phase``
 (``compile``, ``placement`` or ``run``; a wrong result counts as ``run``), ``reason`` and
-``url``. Any other key is refused. They serve CI: a certification run ignores them.
-Strict: a case that matches and passes fails, saying to remove the entry.
+``url``. ``executed: true`` limits an entry to runs that execute the kernels (a bug
+seen only on a device), ``executed: false`` to compile-only runs; without it an entry
+applies to both. Any other key is refused. They serve CI: a certification run ignores
+them. Strict: a case that matches and passes (or, on a compile-only tier, compiles and
+passes its artifact check) fails, saying to remove the entry.
 
 Files are read as UTF-8 YAML without anchors or aliases; every problem is one line naming
 the file (and the line).
@@ -30,7 +33,7 @@ from pytest_xtc.core.cases.textfile import UnreadableFile, one_line, read_text
 from pytest_xtc.core.cases.unique_keys import DuplicateKey, yaml_duplicate
 from pytest_xtc.core.outcome import STAGES as PHASES
 
-ENTRY_KEYS = (*SELECTOR_KEYS, "phase", "reason", "url")
+ENTRY_KEYS = (*SELECTOR_KEYS, "executed", "phase", "reason", "url")
 MAX_FILE_BYTES = 1 << 20
 INSTALLED = "installed"  # find()'s default: the xtc-tools version installed here
 
@@ -46,6 +49,8 @@ class Expectation:
     reason: str
     url: str
     line: int = 0
+    #: True: runs that execute the kernels only; False: compile-only runs only; None: both.
+    executed: bool | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.selector, str):  # a bare case id pattern
@@ -56,9 +61,18 @@ class Expectation:
         """How the entry names its cases, for messages: its pattern, or its properties."""
         return self.selector.pattern or self.selector.describe()
 
-    def matches(self, case: Case | Traits | str, xtc: str | None = INSTALLED) -> bool:
+    def applies(self, executed: bool | None) -> bool:
+        """Whether the entry applies to a run that executed the kernels (``executed``
+        True), only compiled them (False), or either (None: not known)."""
+        return executed is None or self.executed is None or self.executed == executed
+
+    def matches(self, case: Case | Traits | str, xtc: str | None = INSTALLED,
+                executed: bool | None = None) -> bool:
         """True when the entry covers ``case`` (a Case, its Traits, or a bare case id,
-        which only a pattern-only entry can match) on XTC version ``xtc``."""
+        which only a pattern-only entry can match) on XTC version ``xtc``, in a run that
+        ``executed`` the kernels or not (None: either)."""
+        if not self.applies(executed):
+            return False
         version = xtc_version() if xtc == INSTALLED else xtc
         if isinstance(case, str):
             if set(self.selector.to_dict()) - {"pattern", "xtc"}:
@@ -68,8 +82,9 @@ class Expectation:
         return self.selector.matches(traits, version)
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self.selector.to_dict(), "phase": self.phase, "reason": self.reason,
-                "url": self.url}
+        tier = {} if self.executed is None else {"executed": self.executed}
+        return {**self.selector.to_dict(), **tier, "phase": self.phase,
+                "reason": self.reason, "url": self.url}
 
 
 def _text(path: Path) -> str:
@@ -133,11 +148,17 @@ def _entry(data: Any, where: str, line: int) -> Expectation:
         raise ExpectationFileError(
             f"{where}: phase must be one of {', '.join(PHASES)}, not {data['phase']!r}"
         )
+    executed = data.get("executed")
+    if executed is not None and not isinstance(executed, bool):
+        raise ExpectationFileError(f"{where}: executed must be true (runs that execute the "
+                                   f"kernels only) or false (compile-only runs only), "
+                                   f"not {executed!r}")
     try:
         selector = Selector.from_data(data, where)
     except SelectorError as exc:
         raise ExpectationFileError(str(exc)) from None
-    return Expectation(selector, data["phase"], str(data["reason"]), str(data["url"]), line)
+    return Expectation(selector, data["phase"], str(data["reason"]), str(data["url"]), line,
+                       executed)
 
 
 def entry(pattern: str, phase: str, reason: str, url: str) -> Expectation:
@@ -146,11 +167,13 @@ def entry(pattern: str, phase: str, reason: str, url: str) -> Expectation:
 
 
 def find(
-    entries: Sequence[Expectation], case: Case | Traits | str, xtc: str | None = INSTALLED
+    entries: Sequence[Expectation], case: Case | Traits | str, xtc: str | None = INSTALLED,
+    executed: bool | None = None,
 ) -> Expectation | None:
-    """The first entry covering ``case`` on XTC version ``xtc`` (default: installed)."""
+    """The first entry covering ``case`` on XTC version ``xtc`` (default: installed) in a
+    run that ``executed`` the kernels or only compiled them (None: either)."""
     version = xtc_version() if xtc == INSTALLED else xtc
-    return next((e for e in entries if e.matches(case, version)), None)
+    return next((e for e in entries if e.matches(case, version, executed)), None)
 
 
 def dumps(entries: Sequence[Expectation]) -> str:

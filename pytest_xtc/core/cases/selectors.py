@@ -24,6 +24,13 @@ In data (YAML), every key is optional but one is needed; lists may be single val
                                      # result OUT (fnmatch; an intermediate is on the host)
     padded_unit_lead: true           # a node pads a size-1 dimension of its operand that
                                      # only size-1 dimensions precede (1xN padded on axis 0)
+    backend: {use_tensor_dialect: true}  # the schedule sets these XTC backend options
+                                     # (an option it does not set is XTC's default: false)
+    scheduled_ops: [relu]            # the op of the node the schedule's steps schedule
+    lead_trips: "1"                  # iterations of that node's outermost loop over its
+                                     # result's leading dimension, after the schedule's
+                                     # first tile of that loop (untiled: the dimension);
+                                     # a count condition as output_elements
 """
 
 from __future__ import annotations
@@ -40,11 +47,14 @@ from packaging.version import InvalidVersion, Version
 
 from pytest_xtc.core.cases import graphs
 from pytest_xtc.core.cases.case import DEVICE, HOST, Case, Schedule
+from pytest_xtc.core.cases.lead import lead_loop
+from pytest_xtc.core.cases.schedule import BACKEND_OPTIONS
 from pytest_xtc.core.versions import installed
 
 PLACEMENTS = ("host", "device", "mixed")
 KEYS = ("pattern", "ops", "dtypes", "placements", "primitives", "xtc", "values",
-        "output_elements", "whole_vectors", "node_placements", "padded_unit_lead")
+        "output_elements", "whole_vectors", "node_placements", "padded_unit_lead",
+        "backend", "scheduled_ops", "lead_trips")
 VALUES = ("random", "exact", "special")
 _COUNT = re.compile(r"^\s*(<=|>=|<|>|==)?\s*(\d+)\s*$")
 
@@ -67,6 +77,9 @@ class Traits:
     whole_vectors: bool = False
     node_placements: frozenset[str] = frozenset()  # "op:in->out"
     padded_unit_lead: bool = False
+    backend: tuple[tuple[str, Any], ...] = ()  # the schedule's XTC backend options, sorted
+    scheduled_op: str = ""  # "": not known (a bare id, an older record)
+    lead_trips: int = 0  # 0: not known
 
     @classmethod
     def of(cls, case: Case) -> Traits:
@@ -77,7 +90,8 @@ class Traits:
         return cls(case.id, frozenset(case.ops), case.dtype, placement,
                    case.schedule.primitives, case.values, math.prod(out),
                    _whole_vectors(case.schedule, out[-1] if out else 1),
-                   _node_placements(case), _padded_unit_lead(case, known))
+                   _node_placements(case), _padded_unit_lead(case, known),
+                   tuple(sorted(case.schedule.backend)), *lead_loop(case, known))
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Traits:
@@ -86,7 +100,9 @@ class Traits:
                    str(data.get("values", "random")), int(data.get("output_elements", 0)),
                    bool(data.get("whole_vectors", False)),
                    frozenset(data.get("node_placements", ())),
-                   bool(data.get("padded_unit_lead", False)))
+                   bool(data.get("padded_unit_lead", False)),
+                   tuple(sorted(dict(data.get("backend") or {}).items())),
+                   str(data.get("scheduled_op", "")), int(data.get("lead_trips", 0)))
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "ops": sorted(self.ops), "dtype": self.dtype,
@@ -94,7 +110,8 @@ class Traits:
                 "values": self.values, "output_elements": self.output_elements,
                 "whole_vectors": self.whole_vectors,
                 "node_placements": sorted(self.node_placements),
-                "padded_unit_lead": self.padded_unit_lead}
+                "padded_unit_lead": self.padded_unit_lead, "backend": dict(self.backend),
+                "scheduled_op": self.scheduled_op, "lead_trips": self.lead_trips}
 
 
 def _whole_vectors(schedule: Schedule, innermost: int) -> bool:
@@ -160,6 +177,9 @@ class Selector:
     whole_vectors: bool | None = None
     node_placements: frozenset[str] | None = None
     padded_unit_lead: bool | None = None
+    backend: tuple[tuple[str, Any], ...] | None = None
+    scheduled_ops: frozenset[str] | None = None
+    lead_trips: str | None = None  # a count condition, as output_elements
 
     def matches(self, traits: Traits, xtc_version: str | None) -> bool:
         """True when every property given matches ``traits`` (and the XTC version)."""
@@ -189,10 +209,22 @@ class Selector:
             return False
         if self.padded_unit_lead is not None and traits.padded_unit_lead != self.padded_unit_lead:
             return False
+        if not self._matches_schedule(traits):
+            return False
         return self.node_placements is None or any(
             fnmatch.fnmatchcase(p, pattern)
             for p in traits.node_placements for pattern in self.node_placements
         )
+
+    def _matches_schedule(self, traits: Traits) -> bool:
+        """The keys on the schedule: backend options, the scheduled op, its lead loop."""
+        options = dict(traits.backend)
+        if self.backend is not None and any(options.get(k, False) != v for k, v in self.backend):
+            return False
+        if self.scheduled_ops is not None and traits.scheduled_op not in self.scheduled_ops:
+            return False
+        return self.lead_trips is None or bool(
+            traits.lead_trips and _count_holds(self.lead_trips, traits.lead_trips))
 
     def describe(self) -> str:
         parts = [f"{k}={v}" for k, v in self.to_dict().items()]
@@ -208,10 +240,12 @@ class Selector:
                 data[key] = sorted(value)
         if self.xtc is not None:
             data["xtc"] = str(self.xtc)
-        for key in ("values", "node_placements"):
+        if self.backend is not None:
+            data["backend"] = dict(self.backend)
+        for key in ("values", "node_placements", "scheduled_ops"):
             if (names := getattr(self, key)) is not None:
                 data[key] = sorted(names)
-        for key in ("output_elements", "whole_vectors", "padded_unit_lead"):
+        for key in ("output_elements", "whole_vectors", "padded_unit_lead", "lead_trips"):
             if (value := getattr(self, key)) is not None:
                 data[key] = value
         return data
@@ -239,10 +273,7 @@ class Selector:
         values = _names(data, "values", where)
         if values is not None and not values <= set(VALUES):
             raise SelectorError(f"{where}: values must be among {', '.join(VALUES)}")
-        count = data.get("output_elements")
-        if count is not None and (isinstance(count, bool) or not _COUNT.match(str(count))):
-            raise SelectorError(f"{where}: output_elements must be a count condition: N, <N, "
-                                f"<=N, >N or >=N, not {count!r}")
+        count, trips = (_count(data, k, where) for k in ("output_elements", "lead_trips"))
         whole, unit = data.get("whole_vectors"), data.get("padded_unit_lead")
         for key, flag in (("whole_vectors", whole), ("padded_unit_lead", unit)):
             if flag is not None and not isinstance(flag, bool):
@@ -254,7 +285,31 @@ class Selector:
                                     "(e.g. relu:host->device)")
         return cls(pattern, _names(data, "ops", where), _names(data, "dtypes", where),
                    placements, _names(data, "primitives", where), xtc, values,
-                   None if count is None else str(count), whole, moves, unit)
+                   count, whole, moves, unit, _backend(data.get("backend"), where),
+                   _names(data, "scheduled_ops", where), trips)
+
+
+def _count(data: Mapping[str, Any], key: str, where: str) -> str | None:
+    count = data.get(key)
+    if count is not None and (isinstance(count, bool) or not _COUNT.match(str(count))):
+        raise SelectorError(f"{where}: {key} must be a count condition: N, <N, "
+                            f"<=N, >N or >=N, not {count!r}")
+    return None if count is None else str(count)
+
+
+def _backend(options: Any, where: str) -> tuple[tuple[str, Any], ...] | None:
+    """XTC backend options a selector names, each known and a boolean."""
+    if options is None:
+        return None
+    known = ", ".join(BACKEND_OPTIONS)
+    if not isinstance(options, Mapping) or not options:
+        raise SelectorError(f"{where}: backend must be a mapping of XTC backend options "
+                            f"({known}) to true or false")
+    for key, value in options.items():
+        if key not in BACKEND_OPTIONS or not isinstance(value, bool):
+            raise SelectorError(f"{where}: backend: {key!r}: {value!r} is not a known option "
+                                f"({known}) set to true or false")
+    return tuple(sorted((str(k), v) for k, v in options.items()))
 
 
 def _names(data: Mapping[str, Any], key: str, where: str) -> frozenset[str] | None:

@@ -187,8 +187,9 @@ def _judge(
         if done.phase == Phase.SCHEDULE:
             status = Status.INVALID
         return _end(outcome, status, done.phase, done.failure, done.kind)
-    if not input_sets:  # compiled only
-        return _end(outcome, Status.PASSED, done.phase, "")
+    if not input_sets:  # compiled and inspected, never run: its own status, not a pass
+        why = adapter.status().reason or "compiled and inspected, not run"
+        return _end(outcome, Status.COMPILED, done.phase, f"compile-only tier: {why}")
     inputs = input_sets[0]
     outcome = _check(outcome, case, input_sets, done, expected)
     previous = order.followed(adapter.name, case.id)

@@ -25,6 +25,7 @@ class ReasonCode(enum.Enum):
     DUPLICATED = r"\d+ cases have more than one result: .*"
     SKIPPED = r"\d+ required cases skipped \(a skip is not a pass\), e\.g\. .*"
     FAILED = r"\d+ cases failed.*, e\.g\. .*"
+    COMPILED = r"\d+ required cases compiled, not run \(compiled is not a pass\), e\.g\. .*"
     UNKNOWN_STATUS = r"\d+ results have an unknown status: .*"
     NONE_PASSED = r"no required case passed \(.*\): nothing was shown to work"
     CAPABILITIES_UNKNOWN = r"the target's capabilities are unknown \(.*\)"

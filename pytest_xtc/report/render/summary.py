@@ -20,7 +20,8 @@ from pytest_xtc.report.rules.profiles import PROFILES
 from pytest_xtc.report.rules.verdicts import run_not_certifying, run_problems
 
 NAME = "summary.md"
-COUNTS = ("passed", "failed", "invalid", "skipped", "not-supported", "waived", "missing")
+COUNTS = ("passed", "compiled", "failed", "invalid", "skipped", "not-supported", "waived",
+          "missing")
 
 
 def _row(cells: list[Any]) -> str:

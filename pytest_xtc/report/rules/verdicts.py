@@ -6,7 +6,8 @@ applicable*), every required case of the profile has exactly one result, each is
 not-supported (the adapter declares the capability absent) or failed but waived by the
 suite's own waiver file, and at least one passed. It is *conformant with waivers* when
 waivers were needed for that. A skip (the target cannot run here) is not a pass; neither
-is an expected failure from a target's expectation file. A filtered, interrupted or
+is a case only compiled (``compiled``: a compile-only tier ran nothing) nor an expected
+failure from a target's expectation file. A filtered, interrupted or
 partial (one shard) run is never conformant: its ``scope`` says so.
 
 Certification is a property of the whole bundle, apart from the verdict words: a bundle
@@ -56,6 +57,9 @@ HOLDS = (CONFORMANT, CONFORMANT_WITH_WAIVERS)
 STATUSES = tuple(
     s.value for s in (Status.PASSED, Status.FAILED, Status.SKIPPED, Status.NOT_SUPPORTED)
 )
+#: Compiled and inspected, never run (a compile-only tier): known, never a pass. Counted
+#: only where present, so that a bundle written before it assembles to the same bytes.
+COMPILED = Status.COMPILED.value
 #: The keys assemble derives, of a target and of the report.
 DERIVED = ("counts", "verdicts", "waived", "results", "scope")
 REPORT_DERIVED = ("totals", "case_set", "profiles", "waivers_used", "certifies",
@@ -87,8 +91,9 @@ def _case_reasons(
     duplicated = [c for c in required if len(by_case.get(c, ())) > 1]
     single = {c: by_case[c][0] for c in required if len(by_case.get(c, ())) == 1}
     skipped = [c for c, r in single.items() if r.status == "skipped"]
+    compiled = [c for c, r in single.items() if r.status == COMPILED]
     failed = [c for c, r in single.items() if r.status == "failed" and c not in waived]
-    odd = [c for c, r in single.items() if r.status not in STATUSES]
+    odd = [c for c, r in single.items() if r.status not in (*STATUSES, COMPILED)]
     reasons = []
     if missing:
         reasons.append(Reason(ReasonCode.MISSING, f"{len(missing)} required cases have no "
@@ -100,6 +105,10 @@ def _case_reasons(
         why = Counter(single[c].message or "" for c in skipped).most_common(1)[0][0]
         reasons.append(Reason(ReasonCode.SKIPPED, f"{len(skipped)} required cases skipped "
                               f"(a skip is not a pass), e.g. {skipped[0]}: {why}"))
+    if compiled:
+        reasons.append(Reason(ReasonCode.COMPILED, f"{len(compiled)} required cases compiled, "
+                              f"not run (compiled is not a pass), e.g. {compiled[0]}: "
+                              f"{single[compiled[0]].message or ''}"))
     if failed:
         xfailed = sum(single[c].pytest_outcome == "xfailed" for c in failed)
         note = f" ({xfailed} listed as expected failures, which do not count)" if xfailed else ""

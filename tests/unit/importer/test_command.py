@@ -189,7 +189,8 @@ def test_imported_cases_compile_on_nvgpu(imported: Any, run: Any) -> None:
     counts = outcomes(result)
     assert counts.get("failed", 0) == 0 and counts.get("error", 0) == 0, \
         result.stdout.str()[-3000:]
-    assert counts.get("passed", 0) + counts.get("xfailed", 0) == 80 + 15, counts  # 5 places
+    worked = counts.get("passed", 0) + counts.get("compiled", 0)  # compiled: no GPU, not run
+    assert worked + counts.get("xfailed", 0) == 80 + 15, counts  # 5 placements
 
 
 def test_a_gemm_imported_without_its_transpose_is_caught(

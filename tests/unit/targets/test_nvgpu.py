@@ -415,8 +415,8 @@ def test_compile_single_point_case_has_no_gpu_kernel(sm90: NvgpuTarget, tmp_path
 def test_compile_runner_checks_placement_then_artifact(sm90: NvgpuTarget, tmp_path: Path) -> None:
     placed = case("matmul-float32-13x11x7-tile").place({"A": HOST, "B": DEVICE, "C": DEVICE})
     outcome = run_case(sm90, placed, tmp_path / "ok")
-    assert (outcome.status, outcome.phase) == (Status.PASSED, "check-artifact"), outcome.message
-    assert outcome.run_s == 0.0 and outcome.times == []  # nothing ran
+    assert (outcome.status, outcome.phase) == (Status.COMPILED, "check-artifact"), outcome.message
+    assert outcome.run_s == 0.0 and outcome.times == []  # nothing ran: compiled, not passed
     # XTC 0.3.2's relu gives its result the input's placement: the check catches it.
     relu = case("relu-float32-5x7-none").place({"X": HOST, "Y": DEVICE})
     outcome = run_case(sm90, relu, tmp_path / "relu")

@@ -165,6 +165,8 @@ def test_every_reason_code_has_a_text_that_parses_back() -> None:
         ReasonCode.DUPLICATED: "1 cases have more than one result: a",
         ReasonCode.SKIPPED: "1 required cases skipped (a skip is not a pass), e.g. a: why",
         ReasonCode.FAILED: "1 cases failed, e.g. a [run]: no required case passed (x)",
+        ReasonCode.COMPILED: "2 required cases compiled, not run (compiled is not a pass), "
+                             "e.g. a: compile-only tier: no GPU",
         ReasonCode.UNKNOWN_STATUS: "1 results have an unknown status: a",
         ReasonCode.NONE_PASSED: "no required case passed (2 of 2 not supported, the rest "
                                 "waived): nothing was shown to work",
