@@ -25,6 +25,7 @@ from pytest_xtc.selftest.hidden import (
     WrongFromThirdCall,
     WrongWhenTimed,
 )
+from pytest_xtc.selftest.faults_numbers import FAULTS as NUMBER_FAULTS
 from pytest_xtc.selftest.tampered import Tampered
 from pytest_xtc.targets.host import HostTarget
 
@@ -255,6 +256,7 @@ FAULTS: dict[str, type[HostTarget]] = {
     "pointwise-conv-offset": PointwiseConvOffset,
     "crash": Crash,
     "hang": Hang,
+    **NUMBER_FAULTS,
 }
 
 
