@@ -82,7 +82,8 @@ class ContractionFlushesSubnormals(FlushesSubnormals, Knowing):
             super().spoil(inputs, outputs)
 
     def _contracts(self) -> bool:
-        return bool(self.graph) and bool({"matmul", "conv2d"} & set(graphs.op_names(self.graph)))
+        names = graphs.op_names(self.graph) if self.graph else ()
+        return bool({"matmul", "conv2d"} & set(names))
 
 
 class SkipsZeroProducts(Knowing):
