@@ -23,6 +23,7 @@ from pytest_xtc.core.outcome import Phase, Status
 from pytest_xtc.plugin import state
 from pytest_xtc.report import atomic
 from pytest_xtc.report.checks import by_target
+from pytest_xtc.report.invalid_perf import invalid_lines
 from pytest_xtc.report.text import RATIO_HEADER, RATIO_NOTE, human_time, table_lines, visible
 
 COLUMNS = (
@@ -129,6 +130,8 @@ class OutcomeCollector:
         for target in sorted(checks):
             for line in checks[target].lines(target):
                 write(visible(line))
+        for line in invalid_lines((r.target, r.case, r.perf) for r in self.results):
+            write(visible(line), yellow=True)
         slowest = self.slowest()
         if slowest:
             write("")
@@ -137,6 +140,7 @@ class OutcomeCollector:
                 [
                     f"{target}-{case}",
                     human_time(p["median_s"]),
+                    "invalid" if p.get("invalid") else
                     f"{p['gflops']:.3g}" if p.get("gflops") else "-",
                     f"{p['time_vs_numpy']:.3g}" if p.get("time_vs_numpy") else "-",
                 ]
