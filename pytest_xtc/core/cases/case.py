@@ -38,7 +38,7 @@ from pytest_xtc.core.cases.schedule import (  # re-exported: where 0.3 code find
     Schedule,
     bind_step,
 )
-from pytest_xtc.core.cases.values import roles, special_array
+from pytest_xtc.core.cases.values import reached, roles, special_array
 from pytest_xtc.core.limits import DEFAULT_MAX_CASE_BYTES
 from pytest_xtc.ops.contraction import DEFAULT_C
 
@@ -108,7 +108,8 @@ class Case:
                 drawn = rng.integers(-3, 4, size=operand.shape)
             elif self.values == "special":
                 drawn = special_array(operand.shape, operand.dtype, rng,
-                                      role.get(operand.uid, ""))
+                                      role.get(operand.uid, ""),
+                                      reached(self.graph, operand.uid))
             else:
                 drawn = rng.uniform(-1.0, 1.0, size=operand.shape)
             array = empty(drawn.shape, np.dtype(operand.dtype))

@@ -99,14 +99,15 @@ def tiny_values(dtype: np.dtype | str) -> np.ndarray:
 
 
 def special_array(shape: Sequence[int], dtype: str, rng: np.random.Generator,
-                  role: str = "") -> np.ndarray:
+                  role: str = "", reach: np.ndarray | None = None) -> np.ndarray:
     """Uniform values in [-1, 1) holding every special value of :func:`specials` at
     seeded positions (the first ones where the array has no room for all), so that what
     a case meets never depends on the seed. ``role`` (:func:`roles`): for a contraction's
     ``first`` operand, its first slice along axis 0 is zeros of both signs (they meet
     every NaN and Inf of the other operand: 0 x Inf is NaN, a kernel skipping zero
     products misses it); for its ``second``, the first slice along the last axis too, and
-    the next one :func:`tiny_values` (a result column of subnormals)."""
+    the next one :func:`tiny_values` (a result column of subnormals). ``reach``: the
+    elements that reach an output (:func:`reached`; None: all), where the specials go."""
     array = rng.uniform(-1.0, 1.0, size=tuple(shape)).astype(dtype)
     free = np.ones(array.shape, bool)
     if role == "first" and array.ndim and array.shape[0] >= 2:
@@ -115,7 +116,7 @@ def special_array(shape: Sequence[int], dtype: str, rng: np.random.Generator,
         _reserve(array[..., :1], free[..., :1], np.array([-0.0, 0.0], dtype))
         _reserve(array[..., 1:2], free[..., 1:2], tiny_values(dtype))
     pool = specials(dtype)
-    places = np.flatnonzero(free)
+    places = np.flatnonzero(free if reach is None else free & reach.reshape(free.shape))
     count = min(places.size, len(pool))
     array.flat[rng.choice(places, size=count, replace=False)] = pool[:count]
     return array
@@ -144,3 +145,24 @@ def roles(graph: dict) -> dict[str, str]:
                 if arg in source:
                     found.setdefault(source[arg], role)
     return found
+
+
+def reached(graph: dict, uid: str) -> np.ndarray | None:
+    """Which elements of input ``uid`` reach an output, for a graph of data movement alone
+    (unpad and strided views drop some); None where every element may (an op that
+    computes is taken to read all of its argument)."""
+    from pytest_xtc.core.cases import graphs
+
+    steps = graphs.nodes(graph)
+    if not all(node.op.copies for node in steps):
+        return None
+    known = {o.uid: np.zeros(o.shape) for o in graphs.inputs(graph)}
+    count = known[uid].size
+    known[uid] = np.arange(1.0, count + 1).reshape(known[uid].shape)
+    for node in steps:
+        known[node.uid] = node.op.forward([known[a] for a in node.args], node.attrs)
+    mask = np.zeros(count, bool)
+    for out in graph["outputs"]:
+        seen = known[out["uid"]].reshape(-1)
+        mask[seen[seen > 0].astype(np.int64) - 1] = True
+    return mask.reshape(known[uid].shape)
