@@ -156,7 +156,7 @@ def reached(graph: dict, uid: str) -> np.ndarray | None:
     steps = graphs.nodes(graph)
     if not all(node.op.copies for node in steps):
         return None
-    known = {o.uid: np.zeros(o.shape) for o in graphs.inputs(graph)}
+    known: dict[str, np.ndarray] = {o.uid: np.zeros(o.shape) for o in graphs.inputs(graph)}
     count = known[uid].size
     known[uid] = np.arange(1.0, count + 1).reshape(known[uid].shape)
     for node in steps:
