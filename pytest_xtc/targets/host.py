@@ -22,9 +22,9 @@ from pytest_xtc.core.adapter import (
     Timing,
 )
 from pytest_xtc.core.cases.case import HOST, Case
-from pytest_xtc.core.execution import xtc_env
-from pytest_xtc.core.execution.xtc_env import evaluate as evaluate  # the name vendors use
 from pytest_xtc.core.judging.plausibility import Ceilings
+from pytest_xtc.core.xtc import xtc_env
+from pytest_xtc.core.xtc.xtc_env import evaluate as evaluate  # the name vendors use
 
 #: The fastest CPU clock shipped (an Intel i9-14900KS's turbo, 6.2 GHz), and per core and
 #: cycle twice the most any CPU core does: FLOPs (AVX-512 on two FMA ports: 32 float64, 64
