@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from pytest_xtc.core.cases.case import Case
+    from pytest_xtc.core.judging.plausibility import Ceilings
 
 
 class Tier(str, enum.Enum):
@@ -243,6 +244,13 @@ class TargetAdapter(ABC):
 
     def peak_flops(self, dtype: str) -> float | None:
         """The device's peak FLOP/s for ``dtype`` where the runtime reports one."""
+        return None
+
+    def physical_limits(self, dtype: str) -> Ceilings | None:
+        """What the device cannot physically exceed for ``dtype`` (FLOP/s, bytes/s, the
+        shortest call: ``pytest_xtc.core.judging.plausibility.Ceilings``); a kernel time
+        beyond them marks the case's performance record invalid. None (the default): the
+        declared peak times a margin, and bounds no device reaches."""
         return None
 
     def expectations_file(self) -> Path | None:

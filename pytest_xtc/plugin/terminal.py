@@ -25,6 +25,7 @@ from pytest_xtc.core.outcome import Phase, Status
 from pytest_xtc.plugin import state
 from pytest_xtc.report.files import atomic
 from pytest_xtc.report.render.check_lines import by_target
+from pytest_xtc.report.render.invalid_perf import invalid_lines
 from pytest_xtc.report.render.text import RATIO_HEADER, RATIO_NOTE, human_time, table_lines, visible
 
 COLUMNS = (
@@ -140,6 +141,8 @@ class OutcomeCollector:
         for target in sorted(checks):
             for line in checks[target].lines(target):
                 write(visible(line))
+        for line in invalid_lines((r.target, r.case, r.perf) for r in self.results):
+            write(visible(line), yellow=True)
         slowest = self.slowest()
         if slowest:
             write("")
@@ -148,6 +151,7 @@ class OutcomeCollector:
                 [
                     test_id(target, case),
                     human_time(p["median_s"]),
+                    "invalid" if p.get("invalid") else
                     f"{p['gflops']:.3g}" if p.get("gflops") else "-",
                     f"{p['time_vs_numpy']:.3g}" if p.get("time_vs_numpy") else "-",
                 ]

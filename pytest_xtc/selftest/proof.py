@@ -15,6 +15,7 @@ from pytest_xtc.core.cases.case import Case
 from pytest_xtc.core.execution.runner import Settings, run_case
 from pytest_xtc.core.outcome import Status
 from pytest_xtc.selftest import faults
+from pytest_xtc.selftest.faults_numbers import ACCEPTED
 from pytest_xtc.targets.host import HostTarget
 
 # A small, varied slice of the catalog: sizes that are and are not multiples of the tiles,
@@ -47,14 +48,16 @@ def selected_cases() -> list[Case]:
     ] + [by_id[i] for i in COVERED]
 
 
-def settings(seed: int) -> Settings:
+def settings(seed: int, perf: bool = False, repeat_check: bool = False) -> Settings:
     """What a certification runs with: the plugin's default timing (the timed calls are
-    checked too) and the order check."""
+    checked too) and the order check; ``perf``: performance recorded (a fault of the
+    kernel times is rejected by its records marked invalid)."""
     from pytest_xtc.conformance import builtin_cases
     from pytest_xtc.core.execution import order
     from pytest_xtc.core.execution.perf import DEFAULT_TIMING
 
-    return Settings(seed, timing=DEFAULT_TIMING, perf=False, order=order.pool(builtin_cases()))
+    return Settings(seed, timing=DEFAULT_TIMING, perf=perf, repeat_check=repeat_check,
+                    order=order.pool(builtin_cases()))
 
 
 @dataclass
@@ -67,17 +70,22 @@ class Tally:
 
 
 def _run(adapter: TargetAdapter, cases: Sequence[Case], seed: int, workdir: Path,
-         first: bool = False) -> Tally:
+         first: bool = False, repeat_check: bool = False) -> Tally:
     """Every case on ``adapter``; with ``first``, up to the first case it fails (enough to
-    reject a faulty variant)."""
+    reject a faulty variant). A variant whose fault is its kernel times (``perf_fault``)
+    runs with performance recorded, and fails a case whose record is invalid."""
     tally = Tally(adapter.name, 0)
     start = time.perf_counter()
+    perf = bool(getattr(adapter, "perf_fault", False))
     for n, case in enumerate(cases):
-        outcome = run_case(adapter, case, workdir / f"{adapter.name}-{seed}-{n}", settings(seed))
+        outcome = run_case(adapter, case, workdir / f"{adapter.name}-{seed}-{n}",
+                           settings(seed, perf, repeat_check))
         tally.cases += 1
-        if outcome.status is not Status.PASSED:
+        invalid = (outcome.perf or {}).get("invalid")
+        if outcome.status is not Status.PASSED or invalid:
             tally.rejected.append(case.id)
-            tally.causes.append(f"[{outcome.phase}] {outcome.message}")
+            tally.causes.append(f"[{outcome.phase}] {outcome.message}" if not invalid
+                                else f"[performance] record invalid: {invalid}")
             if first:
                 break
     tally.seconds = time.perf_counter() - start
@@ -108,6 +116,15 @@ def run(log: Callable[[str], None] = print) -> bool:
             tally = _run(host, cases, seed, workdir)
             passed = tally.cases - len(tally.rejected)
             log(f"host, seed {seed}: {passed} of {tally.cases} passed ({tally.seconds:.1f} s)")
+            for case_id, cause in zip(tally.rejected, tally.causes, strict=True):
+                log(f"      {case_id}: {cause.splitlines()[0][:300]}")
+            ok &= not tally.rejected
+        for name, variant in ACCEPTED.items():  # right variants, the repeat check on
+            tally = _run(variant(TargetSpec(name, name)), cases, SEEDS[0], workdir,
+                         repeat_check=True)
+            passed = tally.cases - len(tally.rejected)
+            log(f"{name} (right, --xtc-repeat-check): {passed} of {tally.cases} passed "
+                f"({tally.seconds:.1f} s)")
             for case_id, cause in zip(tally.rejected, tally.causes, strict=True):
                 log(f"      {case_id}: {cause.splitlines()[0][:300]}")
             ok &= not tally.rejected

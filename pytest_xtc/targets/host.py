@@ -23,8 +23,17 @@ from pytest_xtc.core.adapter import (
     Timing,
 )
 from pytest_xtc.core.cases.case import HOST, Case
+from pytest_xtc.core.judging.plausibility import Ceilings
 from pytest_xtc.core.xtc import xtc_env
 from pytest_xtc.core.xtc.xtc_env import evaluate as evaluate  # the name vendors use
+
+#: The fastest CPU clock shipped (an Intel i9-14900KS's turbo, 6.2 GHz), and per core and
+#: cycle twice the most any CPU core does: FLOPs (AVX-512 on two FMA ports: 32 float64, 64
+#: float32, 128 float16 with AVX512-FP16; float16 also AMX-FP16's 2048) and bytes its
+#: first-level cache moves (three 64-byte accesses). docs/correctness-values-and-performance.md
+CLOCK_HZ = 6.2e9
+FLOPS_PER_CYCLE = {"float64": 2 * 32, "float32": 2 * 64, "float16": 2 * 2048}
+BYTES_PER_CYCLE = 2 * 3 * 64
 
 
 class HostTarget(TargetAdapter):
@@ -90,3 +99,12 @@ class HostTarget(TargetAdapter):
         # XTC measures fused multiply-adds per second, one core: two FLOPs each.
         peak = 2.0 * float(HostRuntime.get().evaluate_flops(dtype))
         return peak or None
+
+    def physical_limits(self, dtype: str) -> Ceilings | None:
+        import os
+
+        cores = os.cpu_count() or 1  # every core of the machine (parallel schedules)
+        per_cycle = FLOPS_PER_CYCLE.get(dtype, max(FLOPS_PER_CYCLE.values()))
+        return Ceilings(cores * CLOCK_HZ * per_cycle, cores * CLOCK_HZ * BYTES_PER_CYCLE,
+                        1 / CLOCK_HZ, f"{cores} cores at {CLOCK_HZ / 1e9:g} GHz, "
+                        f"{per_cycle} FLOPs and {BYTES_PER_CYCLE} bytes a cycle each")

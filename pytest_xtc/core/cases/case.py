@@ -39,7 +39,7 @@ from pytest_xtc.core.cases.schedule import (  # re-exported: where 0.3 code find
     Schedule,
     bind_step,
 )
-from pytest_xtc.core.cases.values import special_array
+from pytest_xtc.core.cases.values import reached, roles, special_array
 from pytest_xtc.core.limits import DEFAULT_MAX_CASE_BYTES
 from pytest_xtc.ops.contraction import DEFAULT_C
 
@@ -110,12 +110,15 @@ class Case:
         ``empty(shape, dtype)`` allocates them (shared memory, for a worker)."""
         rng = np.random.default_rng(seed)
         arrays = []
+        role = roles(self.graph) if self.values == "special" else {}
         for operand in graphs.inputs(self.graph):
             drawn: np.ndarray
             if self.values == "exact":
                 drawn = rng.integers(-3, 4, size=operand.shape)
             elif self.values == "special":
-                drawn = special_array(operand.shape, operand.dtype, rng)
+                drawn = special_array(operand.shape, operand.dtype, rng,
+                                      role.get(operand.uid, ""),
+                                      reached(self.graph, operand.uid))
             else:
                 drawn = rng.uniform(-1.0, 1.0, size=operand.shape)
             array = empty(drawn.shape, np.dtype(operand.dtype))

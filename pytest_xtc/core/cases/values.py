@@ -7,10 +7,12 @@
   element that still has these exact bits after a run was never written. Compared by bits,
   never by "is NaN": a legitimate NaN result is not "unwritten".
 * **Input kinds** (``Case.values``): ``random`` (uniform in [-1, 1)), ``exact`` (small
-  integers: every product and sum exact), ``special`` (random, with IEEE special values
-  put at a few positions of every input: NaN, +-Inf, -0.0, +0.0, subnormals, the smallest
-  normal, large magnitudes). What each op must do with them is its module's ``ieee`` rule
-  (README, "Special values").
+  integers: every product and sum exact), ``special`` (random, with every IEEE special
+  value class of :func:`specials` in every input: NaN, +-Inf, +-0.0, subnormals, the
+  smallest normals, magnitudes near overflow, and the values a narrower format loses;
+  contraction operands also hold a slice of zeros and one of subnormals, :func:`roles`).
+  What each op must do with them is its module's ``ieee`` rule (README, "Special values";
+  docs/correctness-values-and-performance.md).
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ from collections.abc import Sequence
 import numpy as np
 
 KINDS = ("random", "exact", "special")
-#: The specials every ``special`` input holds (where it has room): the first of
-#: :func:`specials`.
+#: The specials every ``special`` input holds even where it has little room: the first of
+#: :func:`specials` (NaN, +Inf, -Inf, -0.0); every one of them where it has room.
 ALWAYS = 4
 
 _UNWRITTEN = {
@@ -57,8 +59,20 @@ def unwritten_mask(array: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(array).view(uint) == uint(bits)
 
 
+#: IEEE formats narrower than a dtype: a kernel computing (or comparing, or storing) in one
+#: of them by mistake meets the values it cannot hold.
+NARROWER = {"float32": ("float16",), "float64": ("float16", "float32")}
+
+
 def specials(dtype: np.dtype | str) -> np.ndarray:
-    """The special values put into ``special`` inputs, in ``dtype``."""
+    """The special values put into ``special`` inputs, in ``dtype``: every class the ops'
+    IEEE rules tell apart, in this order (the first ones where an input has little room):
+    NaN, +-Inf, -0.0, +0.0; the smallest subnormal, a mid subnormal and the smallest
+    normal, each signed; magnitudes whose square overflows, half the largest finite and
+    the largest finite; and for each narrower format F (:data:`NARROWER`) the values a
+    kernel working in F by mistake loses: +-F's smallest subnormal / 4 (0 in F: a float16
+    threshold or flush), F's smallest normal / 4 (a subnormal of F: flushed to zero where F
+    flushes) and twice F's largest finite (Inf in F, or saturated)."""
     info = np.finfo(dtype)
     tiny = info.smallest_subnormal
     big = np.ldexp(1.0, int(info.maxexp) // 2)  # its square overflows; times 1 it does not
@@ -66,20 +80,89 @@ def specials(dtype: np.dtype | str) -> np.ndarray:
         np.nan, np.inf, -np.inf, -0.0, 0.0,
         tiny, -tiny, info.tiny * 0.375, -info.tiny * 0.625,  # subnormals
         info.tiny, -info.tiny,  # smallest normals
-        big, -big, info.max / 2, -info.max / 2,  # large magnitudes
+        big, -big, info.max / 2, -info.max / 2, info.max,  # near overflow
     ]
+    for name in NARROWER.get(np.dtype(dtype).name, ()):
+        narrow = np.finfo(name)
+        lost = float(narrow.smallest_subnormal) / 4
+        values += [lost, -lost, float(narrow.tiny) / 4, float(narrow.max) * 2]
     return np.array(values, dtype=dtype)
 
 
-def special_array(shape: Sequence[int], dtype: str, rng: np.random.Generator) -> np.ndarray:
-    """Uniform values in [-1, 1) with special values at a few positions: about one element
-    in eight, at least the first ``ALWAYS`` specials (NaN, +Inf, -Inf, -0.0) wherever
-    the array has room for them, so that whether a case meets a NaN never depends on the
-    seed; the others in a seeded order."""
+def tiny_values(dtype: np.dtype | str) -> np.ndarray:
+    """The dtype's own subnormals and smallest normals, each signed: a dot product of
+    these with ordinary values is itself subnormal, so that a kernel flushing subnormals
+    to zero (inputs or results) errs by far more than the underflow bound allows."""
+    info = np.finfo(dtype)
+    return np.array([info.smallest_subnormal, -info.smallest_subnormal * 3,
+                     info.tiny * 0.375, -info.tiny * 0.625, info.tiny, -info.tiny], dtype)
+
+
+def special_array(shape: Sequence[int], dtype: str, rng: np.random.Generator,
+                  role: str = "", reach: np.ndarray | None = None) -> np.ndarray:
+    """Uniform values in [-1, 1) holding every special value of :func:`specials` at
+    seeded positions (the first ones where the array has no room for all), so that what
+    a case meets never depends on the seed. ``role`` (:func:`roles`): for a contraction's
+    ``first`` operand, its first slice along axis 0 is zeros of both signs (they meet
+    every NaN and Inf of the other operand: 0 x Inf is NaN, a kernel skipping zero
+    products misses it); for its ``second``, the first slice along the last axis too, and
+    the next one :func:`tiny_values` (a result column of subnormals). ``reach``: the
+    elements that reach an output (:func:`reached`; None: all), where the specials go."""
     array = rng.uniform(-1.0, 1.0, size=tuple(shape)).astype(dtype)
+    free = np.ones(array.shape, bool)
+    if role == "first" and array.ndim and array.shape[0] >= 2:
+        _reserve(array[:1], free[:1], np.array([0.0, -0.0], dtype))
+    if role == "second" and array.ndim and array.shape[-1] >= 3:
+        _reserve(array[..., :1], free[..., :1], np.array([-0.0, 0.0], dtype))
+        _reserve(array[..., 1:2], free[..., 1:2], tiny_values(dtype))
     pool = specials(dtype)
-    count = min(array.size, len(pool), max(ALWAYS, array.size // 8))
-    where = rng.choice(array.size, size=count, replace=False)
-    order = np.concatenate([np.arange(ALWAYS), ALWAYS + rng.permutation(len(pool) - ALWAYS)])
-    array.flat[where] = pool[order[:count]]
+    places = np.flatnonzero(free if reach is None else free & reach.reshape(free.shape))
+    count = min(places.size, len(pool))
+    array.flat[rng.choice(places, size=count, replace=False)] = pool[:count]
     return array
+
+
+def _reserve(view: np.ndarray, free: np.ndarray, cycle: np.ndarray) -> None:
+    """Fill ``view`` with ``cycle`` repeated, and mark it taken in ``free``."""
+    view[...] = np.resize(cycle, view.size).reshape(view.shape)
+    free[...] = False
+
+
+def roles(graph: dict) -> dict[str, str]:
+    """``first`` or ``second`` for each graph input (by uid) that is, through data
+    movement alone, that operand of a contraction (matmul's A and B, conv2d's X and W:
+    axis 0 of the first and the last axis of the second are output axes)."""
+    from pytest_xtc.core.cases import graphs
+    from pytest_xtc.ops.contraction import Contraction
+
+    source = {o.uid: o.uid for o in graphs.inputs(graph)}
+    found: dict[str, str] = {}
+    for node in graphs.nodes(graph):
+        if node.op.copies and node.args and node.args[0] in source:
+            source[node.uid] = source[node.args[0]]
+        if isinstance(node.op, Contraction):
+            for arg, role in zip(node.args, ("first", "second"), strict=False):
+                if arg in source:
+                    found.setdefault(source[arg], role)
+    return found
+
+
+def reached(graph: dict, uid: str) -> np.ndarray | None:
+    """Which elements of input ``uid`` reach an output, for a graph of data movement alone
+    (unpad and strided views drop some); None where every element may (an op that
+    computes is taken to read all of its argument)."""
+    from pytest_xtc.core.cases import graphs
+
+    steps = graphs.nodes(graph)
+    if not all(node.op.copies for node in steps):
+        return None
+    known: dict[str, np.ndarray] = {o.uid: np.zeros(o.shape) for o in graphs.inputs(graph)}
+    count = known[uid].size
+    known[uid] = np.arange(1.0, count + 1).reshape(known[uid].shape)
+    for node in steps:
+        known[node.uid] = node.op.forward([known[a] for a in node.args], node.attrs)
+    mask = np.zeros(count, bool)
+    for out in graph["outputs"]:
+        seen = known[out["uid"]].reshape(-1)
+        mask[seen[seen > 0].astype(np.int64) - 1] = True
+    return mask.reshape(known[uid].shape)

@@ -12,7 +12,11 @@ A record is a flat dict of plain numbers (xdist ships it, bundles keep it as JSO
   ``numpy_threads``: 1 when its BLAS was held to one thread (threadpoolctl, which XTC's
   scikit-learn brings), else None (BLAS's default, which a busy core can slow a hundredfold);
   ``time_vs_numpy`` (kernel median / numpy median: below 1, the kernel is faster);
-* ``peak_gflops`` and ``peak_fraction`` where the adapter reports a peak for the dtype.
+* ``peak_gflops`` and ``peak_fraction`` where the adapter reports a peak for the dtype;
+* ``bytes``: the bytes any correct kernel moves (its outputs written, as many input bytes
+  read), and ``invalid``: why the kernel's fastest time is physically impossible on the
+  device (judging/plausibility.py), None when it is possible. An invalid record is shown
+  as invalid, never as a figure.
 
 Performance is recorded with its method; it never decides conformance.
 """
@@ -31,7 +35,9 @@ import numpy as np
 from pytest_xtc.core.adapter import TargetAdapter, Timing
 from pytest_xtc.core.cases import graphs
 from pytest_xtc.core.cases.graphs import GraphDict
-from pytest_xtc.core.judging import reference
+from pytest_xtc.core.judging import plausibility, reference
+from pytest_xtc.core.judging.plausibility import Ceilings
+from pytest_xtc.ops.builder import Operand
 
 #: What the plugin times by default: cheap enough to stay on (README, "Performance").
 DEFAULT_TIMING = Timing(repeat=5, number=1, min_repeat_ms=1)
@@ -134,6 +140,31 @@ def device_peak(adapter: TargetAdapter, dtype: str) -> float | None:
     return _peaks[key]
 
 
+_ceilings: dict[tuple[str, str], Ceilings | None] = {}
+
+
+def ceilings(adapter: TargetAdapter, dtype: str, peak: float | None) -> Ceilings:
+    """The device's physical ceilings for ``dtype``: ``adapter.physical_limits(dtype)``
+    (asked once per target and dtype; a failure counts as none declared), else the
+    declared ``peak`` times a margin and bounds no device reaches."""
+    key = (adapter.name, dtype)
+    if key not in _ceilings:
+        try:
+            declared = adapter.physical_limits(dtype)
+        except Exception:
+            declared = None
+        _ceilings[key] = declared if isinstance(declared, Ceilings) else None
+    return _ceilings[key] or plausibility.default_ceilings(peak)
+
+
+def operand_bytes(graph: GraphDict) -> tuple[int, int]:
+    """Bytes of the graph's inputs and of its outputs."""
+    def size(operands: Sequence[Operand]) -> int:
+        return sum(math.prod(o.shape) * np.dtype(o.dtype).itemsize for o in operands)
+
+    return size(graphs.inputs(graph)), size(graphs.outputs(graph))
+
+
 def _ratio(num: float | None, den: float | None) -> float | None:
     return num / den if num is not None and den else None
 
@@ -145,10 +176,12 @@ def record(
     timing: Timing,
     peak_flops: float | None = None,
     clock: Clock = time.perf_counter,
+    limits: Ceilings | None = None,
 ) -> dict[str, Any]:
     """The performance record of a passed case whose kernel took ``times`` (seconds per
     call, one per repeat); numpy's forward evaluation of ``graph`` on ``inputs`` is timed
-    here, with the same ``timing``."""
+    here, with the same ``timing``; ``limits``: the device's ceilings (None: the peak
+    times a margin, and bounds no device reaches)."""
     flops = flop_count(graph) or None
     perf: dict[str, Any] = {
         "repeat": timing.repeat,
@@ -171,4 +204,7 @@ def record(
     perf["time_vs_numpy"] = _ratio(median, numpy_median)
     perf["peak_gflops"] = peak_flops / 1e9 if peak_flops else None
     perf["peak_fraction"] = _ratio(gflops, peak_flops)
+    perf["bytes"] = plausibility.compulsory_bytes(*operand_bytes(graph))
+    perf["invalid"] = plausibility.invalid(
+        perf, limits or plausibility.default_ceilings(peak_flops))
     return perf

@@ -191,7 +191,8 @@ def _judge(
         why = adapter.status().reason or "compiled and inspected, not run"
         return _end(outcome, Status.COMPILED, done.phase, f"compile-only tier: {why}")
     inputs = input_sets[0]
-    outcome = _check(outcome, case, input_sets, done, expected)
+    outcome = _check(outcome, case, input_sets, done, expected,
+                     getattr(adapter, "deterministic", True) is not False)
     previous = order.followed(adapter.name, case.id)
     if outcome.status is Status.PASSED and settings.order and not settings.split:
         run = partial(run_case, adapter)
@@ -213,14 +214,15 @@ def _perf(
         with_peak = settings.peak and perf.flop_count(case.graph)
         peak = perf.device_peak(adapter, case.dtype) if with_peak else None
         with np.errstate(all="ignore"):  # special values: numpy's own NaN and overflow
-            return perf.record(case.graph, inputs, times, settings.timing, peak)
+            return perf.record(case.graph, inputs, times, settings.timing, peak,
+                               limits=perf.ceilings(adapter, case.dtype, peak))
     except Exception as exc:
         return {"error": describe_failure(exc)}
 
 
 def _check(
     outcome: Outcome, case: Case, pristine: list[list[np.ndarray]], done: Work,
-    expected: dict[int, Reference],
+    expected: dict[int, Reference], deterministic: bool = True,
 ) -> Outcome:
     """Every call's results through the per-case checks (judging/checks: one list)."""
     out_names = [o.name for o in graphs.outputs(case.graph)]
@@ -233,7 +235,7 @@ def _check(
         checks.Call(inputs, _left(inputs, call.inputs), call.outputs, call.guard,
                     _label(n, count, call.timed), call.timed)
         for n, (inputs, call) in enumerate(zip(given, done.calls, strict=True))
-    ], done.guarded, done.second, references=expected)
+    ], done.guarded, done.second, references=expected, deterministic=deterministic)
     outcome.checks = checks.judge(seen)
     outcome.worst_ratio = outcome.checks["results"]["worst_ratio"]
     outcome.precision = outcome.checks.get("precision")

@@ -49,7 +49,7 @@ def _medians(found: Mapping[str, list[tuple[float, float]]]) -> dict[str, tuple[
 def _figures(records: Iterable[Mapping[str, Any]]):  # type: ignore[no-untyped-def]
     for record in records:
         perf = record.get("perf") or {}
-        if perf.get("gflops") and perf.get("numpy_gflops"):
+        if perf.get("gflops") and perf.get("numpy_gflops") and not perf.get("invalid"):
             yield record, perf, record["case"].split("-")[0]
 
 

@@ -15,6 +15,7 @@ from typing import Any
 from pytest_xtc.report.parts.model import ProfileVerdict, Report, Verdict, read_report
 from pytest_xtc.report.parts.reasons import ReasonCode
 from pytest_xtc.report.render import check_lines as checks
+from pytest_xtc.report.render.invalid_perf import invalid_lines, invalid_reason
 from pytest_xtc.report.render.text import Markdown, markdown
 from pytest_xtc.report.rules.profiles import PROFILES
 from pytest_xtc.report.rules.verdicts import run_not_certifying, run_problems
@@ -178,7 +179,10 @@ def perf_table(report: Report) -> list[str]:
     header = ["target", "op", "cases", "median GFLOP/s", "median time vs numpy", "median % of peak"]
     lines = ["", "## Performance", "", _row(header), _row(["---"] * len(header))]
     methods: set[tuple[Any, ...]] = set()
-    for (target, op), perfs in sorted(groups.items()):
+    invalid = invalid_lines((t, r.case, r.perf) for t, e in report.targets.items()
+                            for r in e.results or () if r.status == "passed")
+    for (target, op), records in sorted(groups.items()):
+        perfs = [p for p in records if not invalid_reason(p)]  # figures: valid ones only
         ratios = []
         for p in perfs:
             ours, theirs = _number(p.get("median_s")), _number(p.get("numpy_median_s"))
@@ -189,7 +193,8 @@ def perf_table(report: Report) -> list[str]:
         cells = [
             target,
             op,
-            len(perfs),
+            len(perfs) if len(perfs) == len(records)
+            else f"{len(records)} ({len(records) - len(perfs)} invalid)",
             _median_cell([_number(p.get("gflops")) for p in perfs], "{:.2f}"),
             _ratio_cell(ratios),
             _median_cell([f * 100 if f is not None else None for f in fractions], "{:.1f}%"),
@@ -208,4 +213,9 @@ def perf_table(report: Report) -> list[str]:
         "2MNK per matmul and 2·N·OH·OW·F·R·S·C per conv2d. Performance never decides "
         "conformance.",
     ]
+    if invalid:
+        lines += ["", "**Invalid performance records** (kernel times the device cannot "
+                  "physically make, left out of the figures above; the results were checked "
+                  "apart and the conformance verdicts do not depend on them):", ""]
+        lines += [f"- {markdown(line)}" for line in invalid]
     return lines

@@ -37,6 +37,7 @@ class Seen:
     calls: list[Call]
     guarded: bool = False  # operands lay inside guard bands
     second: list[np.ndarray] | None = None  # outputs of the repeat-check run of call 1
+    deterministic: bool = True  # the target's declaration (TargetAdapter.deterministic)
     problems: list[str] = field(default_factory=list)
     #: Each input set's reference by :func:`reference_key`: computed on first use, or
     #: ahead by the runner while the target works (:func:`references`).
