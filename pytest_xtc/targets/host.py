@@ -25,6 +25,10 @@ from pytest_xtc.core.cases.case import HOST, Case
 from pytest_xtc.core.xtc import xtc_env
 from pytest_xtc.core.xtc.xtc_env import evaluate as evaluate  # the name vendors use
 
+#: XTC's modules a host compile imports (see ``prepare``)
+CPU_COMPILE_PATH = tuple(f"xtc.backends.mlir.MlirTarget.{name}"
+                         for name in ("MlirCpuTarget", "MlirLLVMTarget", "cpu_lowering"))
+
 
 class HostTarget(TargetAdapter):
     #: The ``target`` given to XTC's ``get_compiler``.
@@ -68,8 +72,9 @@ class HostTarget(TargetAdapter):
         again after a crash finds them done."""
         from xtc.runtimes.host.runtime import RuntimeType, resolve_runtime
 
-        xtc_env.import_mlir_backend()
+        xtc_env.import_mlir_backend("xtc.targets.host", *CPU_COMPILE_PATH)
         resolve_runtime(RuntimeType.HOST)
+        xtc_env.warm_up(workdir / "warm-up")  # for the workers forked for one case each
 
     def peak_flops(self, dtype: str) -> float | None:
         from xtc.runtimes.host import HostRuntime

@@ -27,6 +27,11 @@ class Settings:
     #: Order check (core/execution/order.py): the neighbours a passed case is run again
     #: after; empty: off.
     order: tuple[Case, ...] = ()
+    #: Every case runs in a worker of its own; the order check's pair alone shares one, on
+    #: purpose: ``keep_worker`` (its neighbour) keeps its worker for the next case, which
+    #: runs in it when ``kept_worker`` (the case again).
+    keep_worker: bool = False
+    kept_worker: bool = False
 
     def __post_init__(self) -> None:
         """Refuse limits that are not finite and positive (ValueError naming the option)."""

@@ -12,10 +12,19 @@ are in place, and reports ``transfer`` before it sends its result; large arrays 
 through shared memory (:mod:`transfer`), without a copy when they were made there. Cost:
 a pipe round trip, mapping the arrays, plus a fork (about 3 ms) after each death.
 
-Clean state: after each request the child ends the processes the handler left behind
-(it is their subreaper: daemons that ``setsid`` are found too) and compares its process
-state with the one it started with (:mod:`hygiene`); a child whose state changed is
-replaced before the next request. Both are said in the call's ``notes``.
+Pristine state (``fresh``, the case workers'): each request runs in a child of its own,
+forked from this process (the template, which never runs a request), and ended after it;
+nothing a request does to its process (C environment, module globals, patched functions,
+threads, address space, signal dispositions, limits, cwd, fds) reaches the next one. A
+call may ask to ``keep`` its child for the one after (the order check's pair, on purpose).
+A reused child (``fresh=False``: an adapter's host) tidies instead: after each request it
+ends the processes the handler left behind (it is their subreaper: daemons that ``setsid``
+are found too) and compares its process state with the one it started with
+(:mod:`hygiene`); a child whose state changed is replaced before the next request. Both
+are said in the call's ``notes`` (for a fresh child, a tripwire: it is ended anyway).
+
+Output: the child's fds 1 and 2 go to a pipe drained here into a bounded tail
+(:mod:`output`): what a child writes costs neither memory nor disk, whatever its size.
 
 Containment: each child leads its own session and process group (``os.setsid``), so a
 kernel's ``killpg(0, ...)`` cannot reach pytest, and a timeout, a crash, ``stop()`` and the
@@ -36,16 +45,17 @@ import itertools
 import os
 import select
 import signal
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, BinaryIO, TypeVar
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from pytest_xtc.core.limits import check_limit
 from pytest_xtc.core.outcome import Failure, FailureKind
 from pytest_xtc.core.workers import interrupts, transfer
-from pytest_xtc.core.workers.containment import kill_tree
+from pytest_xtc.core.workers.containment import kill_tree, reap_dying
+from pytest_xtc.core.workers.output import OutputTail
 from pytest_xtc.core.workers.serving import (
     ACK,
     TRANSFER,
@@ -98,12 +108,32 @@ def available() -> bool:
 _ids = itertools.count(1)
 
 
+@dataclass
+class _Child:
+    """A forked child and this process's ends of its pipes."""
+
+    pid: int
+    owner: int
+    requests: int
+    replies: int
+    lifeline: int
+    log: OutputTail
+
+    def close(self) -> None:
+        for fd in (self.requests, self.replies, self.lifeline):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.log.close()
+
+
 class Worker:
     """A forked child running ``handler(request, report)`` for each request sent.
 
     After a death, a timeout, an interruption or a change of its state, the child is
     replaced at once (``renew``), and sent ``warm`` (when not None) to get it ready,
-    so that recovery is paid by the case that caused it, never by the next one."""
+    so that recovery is paid by the case that caused it, never by the next one. A
+    ``fresh`` worker ends its child after every call (unless the call says ``keep``) and
+    forks the next one from this process when the next call comes."""
 
     def __init__(
         self,
@@ -113,15 +143,20 @@ class Worker:
         renew: bool = True,
         warm_limit: float = 60.0,
         clean: bool = True,
+        fresh: bool = False,
     ) -> None:
         self.handler = handler
+        self.fresh = fresh  # one child per call, forked from this process: never reused
+        self._kept = False  # the last call kept its child for the next (``keep``)
+        #: a fresh worker's next child, forked while the current one works
+        self._spare: _Child | None = None
         self.clean = clean  # tidy after each request (strays, state); not for a host
         self.memory_limit = memory_limit
         self.warm, self.renew, self.warm_limit = warm, renew, warm_limit
         self.pid = 0
         self.owner = 0  # the process that forked the child: only it may stop it
         self.requests = self.replies = self.lifeline = -1
-        self.log: BinaryIO | None = None
+        self.log: OutputTail | None = None  # the child's fds 1 and 2, a bounded tail
         self.notes: tuple[str, ...] = ()  # the last call's notes
         #: The last call's seconds moving its request in and its reply out (packing,
         #: the pipe, mapping; the child's tidying after it), not the handler's work.
@@ -137,20 +172,26 @@ class Worker:
         first_phase: str,
         on_phase: Report | None = None,
         meanwhile: Callable[[], None] | None = None,
+        keep: bool = False,
+        reuse: bool = False,
     ) -> Any:
         """``handler(request, report)`` in the child; its return value, or the exception it
         raised. ``report(phase)`` starts the clock of ``limits[phase]`` (seconds) and is
         passed on to ``on_phase``, as is ``transfer`` when inputs or results move (its
         own, generous, limit). ``meanwhile()`` runs here once the request is sent, while
         the child works (it must not raise): the phases it delays reading are timed from
-        when the child reported them. Whatever interrupts the call here ends the child."""
+        when the child reported them. Whatever interrupts the call here ends the child.
+        A fresh worker's child serves this call alone, unless ``keep`` (it then serves
+        the next call too if that one says ``reuse``; any other is given a fresh child)."""
         for phase, limit in limits.items():
             check_limit(f"{phase} time limit", limit)
+        if self._kept and not reuse:
+            self.stop()  # what the kept child went through must not reach this call
+        self._kept = False
         self.start()
         pid = self.pid  # another thread may stop this worker meanwhile (a warm-up's wait)
         assert self.log is not None
-        self.log.seek(0)
-        self.log.truncate()
+        self.log.clear()
         self.notes = ()
         self.moved_s = 0.0
         self._sent_at = time.perf_counter()
@@ -161,6 +202,8 @@ class Worker:
                 send_frame(self.requests, packed.frame)
             except OSError:  # the child died between requests
                 raise ChildFailure(first_phase, *self._death(first_phase, pid)) from None
+            if self.fresh and not keep and self._spare is None:
+                self._spare = self._spawn()  # the next call's child, forked meanwhile
             if meanwhile is not None:
                 meanwhile()
             message = self._watch(ident, limits, on_phase, packed, pid)
@@ -173,7 +216,11 @@ class Worker:
         finally:
             packed.close()
         self.notes = message.notes
-        if message.retire:
+        if self.fresh and keep and not message.retire:
+            self._kept = True
+        elif self.fresh:
+            self._retire()  # the next call's child is forked then, from this process
+        elif message.retire:
             self._replace(None)
         if message.kind == "error":
             error = message.value
@@ -193,9 +240,22 @@ class Worker:
         pid, mine = self.pid, self.owner == os.getpid()
         self.pid = 0
         self._stopper = threading.get_ident()
+        self._drop_spare()
         if pid and mine:
             kill_tree(pid)
             self._close()
+            if self.log is not None:
+                self.log.drained(1.0)  # the pipe's last bytes are in; its read end closed
+
+    def _retire(self) -> None:
+        """A fresh child after its call: killed with its group now, reaped later (its
+        memory is freed while the next case runs); its output drain ends by itself."""
+        pid, self.pid = self.pid, 0
+        if pid and self.owner == os.getpid():
+            kill_tree(pid, reap=False)
+            self._close()
+            if self._spare is not None:
+                _workers[id(self)] = self  # its spare is stopped with it at exit
 
     def _stopped_elsewhere(self, pid: int) -> bool:
         """Whether another thread stopped the child ``pid`` this thread was waiting on."""
@@ -231,23 +291,40 @@ class Worker:
 
     def _start(self) -> None:
         self._stopper = None
-        requests_read, self.requests = os.pipe()
-        self.replies, replies_write = os.pipe()
-        lifeline_read, self.lifeline = os.pipe()
+        reap_dying()
+        spare, self._spare = self._spare, None
+        if spare is None or spare.owner != os.getpid():
+            spare = self._spawn()
         if self.log is not None:
             self.log.close()
-        self.log = tempfile.TemporaryFile()  # noqa: SIM115 (the worker's, for its life)
+        self.pid, self.owner = spare.pid, spare.owner
+        self.requests, self.replies, self.lifeline = spare.requests, spare.replies, spare.lifeline
+        self.log = spare.log
+        _workers[id(self)] = self
+
+    def _spawn(self) -> _Child:
+        """Fork a child of this process, ready to serve."""
+        requests_read, requests = os.pipe()
+        replies, replies_write = os.pipe()
+        lifeline_read, lifeline = os.pipe()
+        log = OutputTail()
         parent = os.getpid()
         gc.freeze()  # the child's collector then leaves the parent's objects (and pages) alone
         pid = os.fork()
         if pid == 0:  # the child: never returns
-            fds = Fds(requests_read, replies_write, lifeline_read, self.log.fileno())
+            fds = Fds(requests_read, replies_write, lifeline_read, log.write_fd)
             child(self.handler, fds, parent, self.memory_limit, self.clean)
+        log.start()
         os.close(requests_read)
         os.close(replies_write)
         os.close(lifeline_read)
-        self.pid, self.owner = pid, parent
-        _workers[id(self)] = self
+        return _Child(pid, parent, requests, replies, lifeline, log)
+
+    def _drop_spare(self) -> None:
+        spare, self._spare = self._spare, None
+        if spare is not None and spare.owner == os.getpid():
+            kill_tree(spare.pid, reap=False)
+            spare.close()
 
     def _watch(
         self,
@@ -334,11 +411,9 @@ class Worker:
         return f"crashed during {phase}: {cause}{tail}", cause + tail, kind
 
     def _tail(self) -> str:
-        if self.log is None:
-            return ""
-        self.log.seek(0)
-        text = self.log.read().decode(errors="replace").strip()
-        return f"; last output: {text[-OUTPUT_TAIL:]}" if text else ""
+        """The child's last output (bounded: :mod:`output`), to quote after its end."""
+        text = "" if self.log is None else self.log.tail(OUTPUT_TAIL)
+        return f"; last output: {text}" if text else ""
 
 
 def call_isolated(fn: Callable[[], T], limit_s: float, what: str) -> T:
@@ -360,3 +435,4 @@ _workers: dict[int, Worker] = {}
 def _stop_all() -> None:
     for worker in list(_workers.values()):
         worker.stop()
+    reap_dying(block=True)
