@@ -1,30 +1,23 @@
 """Running a target's work in a forked child, so a crash or a hang costs one case.
 
 A :class:`Worker` forks a child that inherits everything the parent prepared (imports,
-XTC's runtime, the adapter), then serves one request after another: each request is
-handled, and its picklable result sent back. The child reports each phase it enters, so
-the parent applies that phase's time limit; a child past its limit is killed. A child that
-dies says how (signal or exit code) and what it last printed; its successor is forked
-at once, so the next case never pays for it.
+XTC's runtime, the adapter), then serves requests, each result sent back. The child
+reports each phase it enters, so the parent applies that phase's time limit; a child past
+its limit is killed. A child that dies says how (signal or exit code) and what it last
+printed; its successor is forked at once, so the next case never pays for it.
 
 Transfers are not timed: the child reports the request's first phase once its inputs
 are in place, and reports ``transfer`` before it sends its result; large arrays move
-through shared memory (:mod:`transfer`), without a copy when they were made there. Cost:
-a pipe round trip, mapping the arrays, plus a fork (about 3 ms) after each death.
+through shared memory (:mod:`transfer`), without a copy when they were made there.
 
-Pristine state (``fresh``, the case workers'): each request runs in a child of its own,
-forked from this process (the template, which never runs a request), and ended after it;
-nothing a request does to its process (C environment, module globals, patched functions,
-threads, address space, signal dispositions, limits, cwd, fds) reaches the next one. A
-call may ask to ``keep`` its child for the one after (the order check's pair, on purpose).
-A reused child (``fresh=False``: an adapter's host) tidies instead: after each request it
-ends the processes the handler left behind (it is their subreaper: daemons that ``setsid``
-are found too) and compares its process state with the one it started with
-(:mod:`hygiene`); a child whose state changed is replaced before the next request. Both
-are said in the call's ``notes`` (for a fresh child, a tripwire: it is ended anyway).
-
-Output: the child's fds 1 and 2 go to a pipe drained here into a bounded tail
-(:mod:`output`): what a child writes costs neither memory nor disk, whatever its size.
+Pristine (``fresh``, the case workers, docs/design-workers.md): each request runs in a
+child of its own, forked from this process (the template, which runs no request) while the
+previous one works, and killed after it: nothing a request does to its process reaches the
+next. A call may ``keep`` its child for the next (the order check's pair, on purpose). A
+reused child (an adapter's host) ends the processes a request left (it is their subreaper)
+and compares its state with its start's (:mod:`hygiene`), replaced when it changed; a
+fresh child does the same as a tripwire. Either is said in the call's ``notes``. The
+child's fds 1 and 2 go to a pipe read here into a bounded tail (:mod:`output`).
 
 Containment: each child leads its own session and process group (``os.setsid``), so a
 kernel's ``killpg(0, ...)`` cannot reach pytest, and a timeout, a crash, ``stop()`` and the
@@ -40,7 +33,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import gc
 import itertools
 import os
 import select
@@ -48,37 +40,18 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from pytest_xtc.core.limits import check_limit
 from pytest_xtc.core.outcome import Failure, FailureKind
-from pytest_xtc.core.workers import interrupts, transfer
+from pytest_xtc.core.workers import interrupts, serving, transfer
+from pytest_xtc.core.workers.children import Child, ChildFailure, available, how_it_ended, spawn
 from pytest_xtc.core.workers.containment import kill_tree, reap_dying
 from pytest_xtc.core.workers.output import OutputTail
-from pytest_xtc.core.workers.serving import (
-    ACK,
-    TRANSFER,
-    Fds,
-    Handler,
-    HandlerError,
-    Message,
-    Report,
-    child,
-    send_frame,
-)
+from pytest_xtc.core.workers.serving import ACK, TRANSFER, Handler, HandlerError, Message, Report
 
-__all__ = [
-    "TRANSFER",
-    "ChildFailure",
-    "Handler",
-    "HandlerError",
-    "Report",
-    "Worker",
-    "available",
-    "call_isolated",
-    "check_limit",
-]
+__all__ = ["TRANSFER", "ChildFailure", "Handler", "HandlerError", "Report", "Worker",
+           "available", "call_isolated", "check_limit"]
 
 T = TypeVar("T")
 OUTPUT_TAIL = 800  # characters of the child's last output quoted in a failure
@@ -86,44 +59,7 @@ TRANSFER_S = 300.0  # its limit, a backstop: a GiB moves in about a second
 INTERRUPT_S = 0.25  # how often a wait looks for a Ctrl-C swallowed elsewhere
 
 
-class ChildFailure(Exception):
-    """The child crashed, exited or timed out. ``phase`` is where it was; ``cause`` says
-    what happened in a few words (``timed out after 3 s``, ``killed by signal SIGSEGV``)."""
-
-    def __init__(self, phase: str, message: str, cause: str = "",
-                 kind: FailureKind | None = None) -> None:
-        super().__init__(message)
-        self.phase = phase
-        self.cause = cause or message
-        self.kind = kind  # the timeout, signal or exit code, as data
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (ChildFailure, (self.phase, str(self), self.cause, self.kind))
-
-
-def available() -> bool:
-    return hasattr(os, "fork") and hasattr(os, "setsid")
-
-
 _ids = itertools.count(1)
-
-
-@dataclass
-class _Child:
-    """A forked child and this process's ends of its pipes."""
-
-    pid: int
-    owner: int
-    requests: int
-    replies: int
-    lifeline: int
-    log: OutputTail
-
-    def close(self) -> None:
-        for fd in (self.requests, self.replies, self.lifeline):
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        self.log.close()
 
 
 class Worker:
@@ -149,7 +85,7 @@ class Worker:
         self.fresh = fresh  # one child per call, forked from this process: never reused
         self._kept = False  # the last call kept its child for the next (``keep``)
         #: a fresh worker's next child, forked while the current one works
-        self._spare: _Child | None = None
+        self._spare: Child | None = None
         self.clean = clean  # tidy after each request (strays, state); not for a host
         self.memory_limit = memory_limit
         self.warm, self.renew, self.warm_limit = warm, renew, warm_limit
@@ -199,16 +135,17 @@ class Worker:
         packed = transfer.pack((ident, first_phase, request))
         try:
             try:
-                send_frame(self.requests, packed.frame)
+                serving.send_frame(self.requests, packed.frame)
             except OSError:  # the child died between requests
                 raise ChildFailure(first_phase, *self._death(first_phase, pid)) from None
             if self.fresh and not keep and self._spare is None:
-                self._spare = self._spawn()  # the next call's child, forked meanwhile
+                # the next call's child, forked while this one works
+                self._spare = spawn(self.handler, self.memory_limit, self.clean)
             if meanwhile is not None:
                 meanwhile()
             message = self._watch(ident, limits, on_phase, packed, pid)
             with contextlib.suppress(OSError):
-                send_frame(self.requests, ACK)  # the child may free what it sent, now
+                serving.send_frame(self.requests, ACK)  # the child may free what it sent, now
         except BaseException as exc:
             if not self._stopped_elsewhere(pid):  # then the session ends: no successor
                 self._replace(exc)  # a reply still pending must never reach the next call
@@ -294,31 +231,13 @@ class Worker:
         reap_dying()
         spare, self._spare = self._spare, None
         if spare is None or spare.owner != os.getpid():
-            spare = self._spawn()
+            spare = spawn(self.handler, self.memory_limit, self.clean)
         if self.log is not None:
             self.log.close()
         self.pid, self.owner = spare.pid, spare.owner
         self.requests, self.replies, self.lifeline = spare.requests, spare.replies, spare.lifeline
         self.log = spare.log
         _workers[id(self)] = self
-
-    def _spawn(self) -> _Child:
-        """Fork a child of this process, ready to serve."""
-        requests_read, requests = os.pipe()
-        replies, replies_write = os.pipe()
-        lifeline_read, lifeline = os.pipe()
-        log = OutputTail()
-        parent = os.getpid()
-        gc.freeze()  # the child's collector then leaves the parent's objects (and pages) alone
-        pid = os.fork()
-        if pid == 0:  # the child: never returns
-            fds = Fds(requests_read, replies_write, lifeline_read, log.write_fd)
-            child(self.handler, fds, parent, self.memory_limit, self.clean)
-        log.start()
-        os.close(requests_read)
-        os.close(replies_write)
-        os.close(lifeline_read)
-        return _Child(pid, parent, requests, replies, lifeline, log)
 
     def _drop_spare(self) -> None:
         spare, self._spare = self._spare, None
@@ -399,14 +318,7 @@ class Worker:
         except ChildProcessError:  # reaped by a stop() in another thread
             return f"{phase}: {stopped}", stopped, FailureKind(Failure.SIGNAL, "SIGKILL")
         self._forget()
-        if os.WIFSIGNALED(status):
-            number = os.WTERMSIG(status)
-            name = signal.Signals(number).name
-            cause = f"killed by signal {name} ({signal.strsignal(number)})"
-            kind = FailureKind(Failure.SIGNAL, name)
-        else:
-            cause = f"exited with code {os.WEXITSTATUS(status)} and no result"
-            kind = FailureKind(Failure.EXIT_CODE, str(os.WEXITSTATUS(status)))
+        cause, kind = how_it_ended(status)
         tail = self._tail()
         return f"crashed during {phase}: {cause}{tail}", cause + tail, kind
 
