@@ -19,13 +19,17 @@ measured side by side in this one run. Goals (issue 24):
   installs 20 generated distributions, the adapters and others alike but for their entry
   points' group: pytest's own plugin discovery reads every distribution's entry points,
   so without them the growth would hold pytest's cost per installed package. A second
-  variant with 1 adapter is the control: the same start-up twice shows the noise floor.
+  variant with 1 adapter is the control: the same start-up twice shows the noise floor;
+- the per-case cost of the pristine start (each case in a worker of its own, forked from
+  the adapter's host: docs/design-workers.md): the same 28 cases through the real host's
+  isolated adapter, measured inside a process, against the same with one worker reused
+  for every case (the design before, patched in for the measure), ``--pristine-rounds``.
 
 Each round runs the variants in the opposite order of the round before (a process started
 right after another was measured about 40 ms slower on this machine: with one order
 only, the last variant would carry that as growth).
 
-    .venv/bin/python benchmarks/plugin_overhead.py [--rounds N] [--only startup|work]
+    .venv/bin/python benchmarks/plugin_overhead.py [--rounds N] [--only startup|work|pristine]
 """
 
 from __future__ import annotations
@@ -137,6 +141,52 @@ print((time.perf_counter() - start) * 1000)
 """
 
 
+PRISTINE = """
+import sys, tempfile, time
+from importlib.metadata import EntryPoint
+from pathlib import Path
+from pytest_xtc.conformance import builtin_cases
+from pytest_xtc.core.adapter import TargetSpec
+from pytest_xtc.core.adapters import registry
+from pytest_xtc.core.execution.remote import IsolatedAdapter
+from pytest_xtc.core.execution.runner import Settings, run_case
+from pytest_xtc.core.workers import isolation
+if sys.argv[1] == "reused":  # the control: one worker for every case, as before
+    fresh_init = isolation.Worker.__init__
+    def reused(self, *args, **kwargs):
+        fresh_init(self, *args, **{**kwargs, "fresh": False})
+    isolation.Worker.__init__ = reused
+chosen = [c for c in builtin_cases() if f"host-{c.id}]" in sys.argv[2]]
+host = IsolatedAdapter(TargetSpec("host", "host"), EntryPoint(
+    "host", "pytest_xtc.targets.host:HostTarget", registry.GROUP))
+scratch = Path(tempfile.mkdtemp())
+run_case(host, chosen[0], scratch / "warm", Settings(perf=False))  # host loaded, warm
+start = time.perf_counter()
+for n, case in enumerate(chosen):
+    run_case(host, case, scratch / str(n), Settings(perf=False))
+print((time.perf_counter() - start) / len(chosen))
+host.stop()
+"""
+
+
+def pristine_cost(rounds: int, cwd: str) -> None:
+    """Seconds per case, each case in a worker of its own or one worker for all, measured
+    inside a fresh process each (alternating order); the difference is the pristine
+    start's cost per case."""
+    found: dict[str, list[float]] = {"fresh": [], "reused": []}
+    for variant in alternating(found, rounds):
+        done = subprocess.run([sys.executable, "-c", PRISTINE, variant, SELECT], cwd=cwd,
+                              env=BASE_ENV, capture_output=True, text=True, check=True)
+        found[variant].append(float(done.stdout.split()[-1]))
+    fresh, reused = (statistics.median(found[v]) for v in ("fresh", "reused"))
+    paired = statistics.median(a - b for a, b in zip(found["fresh"], found["reused"],
+                                                     strict=True))
+    print(f"pristine start, {rounds} rounds, 28 cases each: a worker per case "
+          f"{fresh * 1000:.0f} ms/case, one worker reused {reused * 1000:.0f} ms/case: "
+          f"cost {(fresh - reused) * 1000:+.1f} ms per case of the medians, "
+          f"{paired * 1000:+.1f} ms round by round")
+
+
 def declarations_ms(env: Mapping[str, str], cwd: str) -> float:
     """Milliseconds a fresh process takes to find and read every adapter's declaration,
     measured inside it (no interpreter start: less noise than the wall time)."""
@@ -166,10 +216,15 @@ def alternating(names: Iterable[str], rounds: int) -> Iterator[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--only", choices=("work", "startup"), default=None)
+    parser.add_argument("--only", choices=("work", "startup", "pristine"), default=None)
     parser.add_argument("--startup-rounds", type=int, default=15)
+    parser.add_argument("--pristine-rounds", type=int, default=5)
     args = parser.parse_args()
     cwd = tempfile.mkdtemp()  # an empty directory: the plugin collects only the suite
+    if args.only in (None, "pristine"):
+        pristine_cost(args.pristine_rounds, cwd)
+    if args.only == "pristine":
+        return
     variants: dict[str, tuple[list[str], Mapping[str, str] | None]] = {}
     if args.only != "startup":
         variants.update({name: (command, None) for name, command in WORK.items()})

@@ -34,6 +34,9 @@ from pytest_xtc.core.xtc.xtc_env import evaluate as evaluate  # the name vendors
 CLOCK_HZ = 6.2e9
 FLOPS_PER_CYCLE = {"float64": 2 * 32, "float32": 2 * 64, "float16": 2 * 2048}
 BYTES_PER_CYCLE = 2 * 3 * 64
+#: XTC's modules a host compile imports (see ``prepare``)
+CPU_COMPILE_PATH = tuple(f"xtc.backends.mlir.MlirTarget.{name}"
+                         for name in ("MlirCpuTarget", "MlirLLVMTarget", "cpu_lowering"))
 
 
 class HostTarget(TargetAdapter):
@@ -90,8 +93,9 @@ class HostTarget(TargetAdapter):
         again after a crash finds them done."""
         from xtc.runtimes.host.runtime import RuntimeType, resolve_runtime
 
-        xtc_env.import_mlir_backend()
+        xtc_env.import_mlir_backend("xtc.targets.host", *CPU_COMPILE_PATH)
         resolve_runtime(RuntimeType.HOST)
+        xtc_env.warm_up(workdir / "warm-up")  # for the workers forked for one case each
 
     def peak_flops(self, dtype: str) -> float | None:
         from xtc.runtimes.host import HostRuntime

@@ -1,6 +1,7 @@
 """Order dependence: a passed case is run again right after a neighbour unlike it (another
-dtype, another op, another shape: a seeded choice from a small pool), on the same adapter
-and worker, and its outputs' digest must not change. No pytest.
+dtype, another op, another shape: a seeded choice from a small pool), the neighbour and the
+case again in one worker (every other case has one of its own), and its outputs' digest
+must not change. No pytest.
 
 A kernel or adapter that keeps state from the case before (a dtype, a scratch buffer sized
 once) is wrong in one order and right in another; the run's own order is one neighbourhood,
@@ -86,10 +87,13 @@ def check(
     """``outcome`` (a passed case's) failed when the case, run again right after a
     neighbour, gives other outputs (or fails); the message names both orders."""
     quiet = replace(settings, order=(), timing=ONCE, perf=False, peak=False)
-    other = _run_neighbour(outcome.target, case, settings, previous, workdir, run, quiet)
+    # the neighbour and the case again share one worker, on purpose (every other case
+    # has its own): the state the neighbour leaves is what this check looks for
+    pair = replace(quiet, keep_worker=True)
+    other = _run_neighbour(outcome.target, case, settings, previous, workdir, run, pair)
     if other is None or outcome.output_digest is None:
         return outcome
-    again = run(case, workdir / "order-again", quiet)
+    again = run(case, workdir / "order-again", replace(quiet, kept_worker=True))
     first = f"after {previous}" if previous else "first on its worker"
     if again.status is not Status.PASSED:
         problem = f"passed {first}, but not right after {other.id}: {again.message}"

@@ -4,9 +4,11 @@ The pytest process never imports a vendor's adapter module. A persistent *host* 
 (an :class:`isolation.Worker` of its own session) loads the entry point, builds the
 adapter and calls ``prepare()``; every other method call is forwarded to it under a time
 limit and its answer cached. Each case's compile and run go one level further down, to a
-worker the host forks (warm: imports and runtimes are already there), so a crashing kernel
-costs a fork of the host, not a new import. A load or probe that fails, crashes or hangs
-gives an *unavailable* target whose reason names the cause.
+worker the host forks for that case alone (warm: imports and runtimes are already there;
+pristine: the host, its template, never runs a kernel), so nothing a case does reaches
+another, and a crashing kernel costs a fork of the host, not a new import. A load or
+probe that fails, crashes or hangs gives an *unavailable* target whose reason names the
+cause.
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ if TYPE_CHECKING:
 
 LOAD = "load"
 WARM = "warm"  # a request that only loads the adapter and forks its first case worker
+MEASURES = frozenset({"peak_flops"})  # calls that run kernels: in a child of the host
+MEASURE_S = 3600.0  # their backstop there (the host's own call has the real limit)
 
 
 @dataclass(frozen=True)
@@ -258,7 +262,9 @@ def _host_handler(
         adapter = state.get("adapter")
         if adapter is None:
             adapter = state["adapter"] = _build(entry, spec, state["scratch"])
-            state["inner"] = isolation.Worker(_inner_handler(adapter), worker_memory_limit(adapter))
+            # the host is the template: each case in a child of its own, forked from it
+            state["inner"] = isolation.Worker(_inner_handler(adapter),
+                                              worker_memory_limit(adapter), fresh=True)
         kind, inner = request[0], state["inner"]
         if kind == WARM:
             inner.start()
@@ -266,10 +272,14 @@ def _host_handler(
         if kind == "call":
             _, method, args = request
             report(method)
+            if method in MEASURES:  # runs code of its own: never in the template
+                return isolation.call_isolated(
+                    lambda: _plain(method, _invoke(adapter, method, args)), MEASURE_S, method)
             return _plain(method, _invoke(adapter, method, args))
         _, work, limits, first_phase = request
         report(first_phase)
-        done = inner.call(work, limits, first_phase, on_phase=report)
+        done = inner.call(work, limits, first_phase, on_phase=report,
+                          keep=work.settings.keep_worker, reuse=work.settings.kept_worker)
         done.notes += inner.notes
         done.moved_s = inner.moved_s
         return done

@@ -33,6 +33,11 @@ class Settings:
     pack_dir: str = ""
     from_pack: str = ""
     run_on: str = ""
+    #: Every case runs in a worker of its own; the order check's pair alone shares one, on
+    #: purpose: ``keep_worker`` (its neighbour) keeps its worker for the next case, which
+    #: runs in it when ``kept_worker`` (the case again).
+    keep_worker: bool = False
+    kept_worker: bool = False
 
     @property
     def exports(self) -> bool:

@@ -70,14 +70,32 @@ def close_fds_except(keep: set[int]) -> None:
                 os.close(fd)
 
 
-def kill_tree(pid: int) -> None:
+def kill_tree(pid: int, reap: bool = True) -> None:
     """SIGKILL the process group led by ``pid``, ``pid`` itself and every descendant that
-    left the group (a ``setsid`` daemon reparented to the worker), then reap ``pid``."""
+    left the group (a ``setsid`` daemon reparented to the worker), then reap ``pid``
+    (unless not ``reap``: the caller reaps it later, see :func:`reap_later`)."""
     strays = hygiene.descendants(pid)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
     for each in (pid, *strays):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(each, signal.SIGKILL)
+    if not reap:
+        _dying.add(pid)
+        return
     with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, 0)
+
+
+_dying: set[int] = set()  # killed children of this process not reaped yet
+
+
+def reap_dying(block: bool = False) -> None:
+    """Reap the children :func:`kill_tree` left to die (``block``: wait for each)."""
+    for pid in list(_dying):
+        try:
+            done, _ = os.waitpid(pid, 0 if block else os.WNOHANG)
+        except ChildProcessError:
+            done = pid
+        if done:
+            _dying.discard(pid)

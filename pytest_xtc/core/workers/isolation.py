@@ -1,21 +1,23 @@
 """Running a target's work in a forked child, so a crash or a hang costs one case.
 
 A :class:`Worker` forks a child that inherits everything the parent prepared (imports,
-XTC's runtime, the adapter), then serves one request after another: each request is
-handled, and its picklable result sent back. The child reports each phase it enters, so
-the parent applies that phase's time limit; a child past its limit is killed. A child that
-dies says how (signal or exit code) and what it last printed; its successor is forked
-at once, so the next case never pays for it.
+XTC's runtime, the adapter), then serves requests, each result sent back. The child
+reports each phase it enters, so the parent applies that phase's time limit; a child past
+its limit is killed. A child that dies says how (signal or exit code) and what it last
+printed; its successor is forked at once, so the next case never pays for it.
 
 Transfers are not timed: the child reports the request's first phase once its inputs
 are in place, and reports ``transfer`` before it sends its result; large arrays move
-through shared memory (:mod:`transfer`), without a copy when they were made there. Cost:
-a pipe round trip, mapping the arrays, plus a fork (about 3 ms) after each death.
+through shared memory (:mod:`transfer`), without a copy when they were made there.
 
-Clean state: after each request the child ends the processes the handler left behind
-(it is their subreaper: daemons that ``setsid`` are found too) and compares its process
-state with the one it started with (:mod:`hygiene`); a child whose state changed is
-replaced before the next request. Both are said in the call's ``notes``.
+Pristine (``fresh``, the case workers, docs/design-workers.md): each request runs in a
+child of its own, forked from this process (the template, which runs no request) while the
+previous one works, and killed after it: nothing a request does to its process reaches the
+next. A call may ``keep`` its child for the next (the order check's pair, on purpose). A
+reused child (an adapter's host) ends the processes a request left (it is their subreaper)
+and compares its state with its start's (:mod:`hygiene`), replaced when it changed; a
+fresh child does the same as a tripwire. Either is said in the call's ``notes``. The
+child's fds 1 and 2 go to a pipe read here into a bounded tail (:mod:`output`).
 
 Containment: each child leads its own session and process group (``os.setsid``), so a
 kernel's ``killpg(0, ...)`` cannot reach pytest, and a timeout, a crash, ``stop()`` and the
@@ -31,68 +33,30 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import gc
 import itertools
 import os
 import select
 import signal
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, BinaryIO, TypeVar
+from typing import Any, TypeVar
 
 from pytest_xtc.core.limits import check_limit
 from pytest_xtc.core.outcome import Failure, FailureKind
-from pytest_xtc.core.workers import interrupts, transfer
-from pytest_xtc.core.workers.containment import kill_tree
-from pytest_xtc.core.workers.serving import (
-    ACK,
-    TRANSFER,
-    Fds,
-    Handler,
-    HandlerError,
-    Message,
-    Report,
-    child,
-    send_frame,
-)
+from pytest_xtc.core.workers import interrupts, serving, transfer
+from pytest_xtc.core.workers.children import Child, ChildFailure, available, how_it_ended, spawn
+from pytest_xtc.core.workers.containment import kill_tree, reap_dying
+from pytest_xtc.core.workers.output import OutputTail
+from pytest_xtc.core.workers.serving import ACK, TRANSFER, Handler, HandlerError, Message, Report
 
-__all__ = [
-    "TRANSFER",
-    "ChildFailure",
-    "Handler",
-    "HandlerError",
-    "Report",
-    "Worker",
-    "available",
-    "call_isolated",
-    "check_limit",
-]
+__all__ = ["TRANSFER", "ChildFailure", "Handler", "HandlerError", "Report", "Worker",
+           "available", "call_isolated", "check_limit"]
 
 T = TypeVar("T")
 OUTPUT_TAIL = 800  # characters of the child's last output quoted in a failure
 TRANSFER_S = 300.0  # its limit, a backstop: a GiB moves in about a second
 INTERRUPT_S = 0.25  # how often a wait looks for a Ctrl-C swallowed elsewhere
-
-
-class ChildFailure(Exception):
-    """The child crashed, exited or timed out. ``phase`` is where it was; ``cause`` says
-    what happened in a few words (``timed out after 3 s``, ``killed by signal SIGSEGV``)."""
-
-    def __init__(self, phase: str, message: str, cause: str = "",
-                 kind: FailureKind | None = None) -> None:
-        super().__init__(message)
-        self.phase = phase
-        self.cause = cause or message
-        self.kind = kind  # the timeout, signal or exit code, as data
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (ChildFailure, (self.phase, str(self), self.cause, self.kind))
-
-
-def available() -> bool:
-    return hasattr(os, "fork") and hasattr(os, "setsid")
 
 
 _ids = itertools.count(1)
@@ -103,7 +67,9 @@ class Worker:
 
     After a death, a timeout, an interruption or a change of its state, the child is
     replaced at once (``renew``), and sent ``warm`` (when not None) to get it ready,
-    so that recovery is paid by the case that caused it, never by the next one."""
+    so that recovery is paid by the case that caused it, never by the next one. A
+    ``fresh`` worker ends its child after every call (unless the call says ``keep``) and
+    forks the next one from this process when the next call comes."""
 
     def __init__(
         self,
@@ -113,15 +79,20 @@ class Worker:
         renew: bool = True,
         warm_limit: float = 60.0,
         clean: bool = True,
+        fresh: bool = False,
     ) -> None:
         self.handler = handler
+        self.fresh = fresh  # one child per call, forked from this process: never reused
+        self._kept = False  # the last call kept its child for the next (``keep``)
+        #: a fresh worker's next child, forked while the current one works
+        self._spare: Child | None = None
         self.clean = clean  # tidy after each request (strays, state); not for a host
         self.memory_limit = memory_limit
         self.warm, self.renew, self.warm_limit = warm, renew, warm_limit
         self.pid = 0
         self.owner = 0  # the process that forked the child: only it may stop it
         self.requests = self.replies = self.lifeline = -1
-        self.log: BinaryIO | None = None
+        self.log: OutputTail | None = None  # the child's fds 1 and 2, a bounded tail
         self.notes: tuple[str, ...] = ()  # the last call's notes
         #: The last call's seconds moving its request in and its reply out (packing,
         #: the pipe, mapping; the child's tidying after it), not the handler's work.
@@ -137,20 +108,26 @@ class Worker:
         first_phase: str,
         on_phase: Report | None = None,
         meanwhile: Callable[[], None] | None = None,
+        keep: bool = False,
+        reuse: bool = False,
     ) -> Any:
         """``handler(request, report)`` in the child; its return value, or the exception it
         raised. ``report(phase)`` starts the clock of ``limits[phase]`` (seconds) and is
         passed on to ``on_phase``, as is ``transfer`` when inputs or results move (its
         own, generous, limit). ``meanwhile()`` runs here once the request is sent, while
         the child works (it must not raise): the phases it delays reading are timed from
-        when the child reported them. Whatever interrupts the call here ends the child."""
+        when the child reported them. Whatever interrupts the call here ends the child.
+        A fresh worker's child serves this call alone, unless ``keep`` (it then serves
+        the next call too if that one says ``reuse``; any other is given a fresh child)."""
         for phase, limit in limits.items():
             check_limit(f"{phase} time limit", limit)
+        if self._kept and not reuse:
+            self.stop()  # what the kept child went through must not reach this call
+        self._kept = False
         self.start()
         pid = self.pid  # another thread may stop this worker meanwhile (a warm-up's wait)
         assert self.log is not None
-        self.log.seek(0)
-        self.log.truncate()
+        self.log.clear()
         self.notes = ()
         self.moved_s = 0.0
         self._sent_at = time.perf_counter()
@@ -158,14 +135,17 @@ class Worker:
         packed = transfer.pack((ident, first_phase, request))
         try:
             try:
-                send_frame(self.requests, packed.frame)
+                serving.send_frame(self.requests, packed.frame)
             except OSError:  # the child died between requests
                 raise ChildFailure(first_phase, *self._death(first_phase, pid)) from None
+            if self.fresh and not keep and self._spare is None:
+                # the next call's child, forked while this one works
+                self._spare = spawn(self.handler, self.memory_limit, self.clean)
             if meanwhile is not None:
                 meanwhile()
             message = self._watch(ident, limits, on_phase, packed, pid)
             with contextlib.suppress(OSError):
-                send_frame(self.requests, ACK)  # the child may free what it sent, now
+                serving.send_frame(self.requests, ACK)  # the child may free what it sent, now
         except BaseException as exc:
             if not self._stopped_elsewhere(pid):  # then the session ends: no successor
                 self._replace(exc)  # a reply still pending must never reach the next call
@@ -173,7 +153,11 @@ class Worker:
         finally:
             packed.close()
         self.notes = message.notes
-        if message.retire:
+        if self.fresh and keep and not message.retire:
+            self._kept = True
+        elif self.fresh:
+            self._retire()  # the next call's child is forked then, from this process
+        elif message.retire:
             self._replace(None)
         if message.kind == "error":
             error = message.value
@@ -193,9 +177,22 @@ class Worker:
         pid, mine = self.pid, self.owner == os.getpid()
         self.pid = 0
         self._stopper = threading.get_ident()
+        self._drop_spare()
         if pid and mine:
             kill_tree(pid)
             self._close()
+            if self.log is not None:
+                self.log.drained(1.0)  # the pipe's last bytes are in; its read end closed
+
+    def _retire(self) -> None:
+        """A fresh child after its call: killed with its group now, reaped later (its
+        memory is freed while the next case runs); its output drain ends by itself."""
+        pid, self.pid = self.pid, 0
+        if pid and self.owner == os.getpid():
+            kill_tree(pid, reap=False)
+            self._close()
+            if self._spare is not None:
+                _workers[id(self)] = self  # its spare is stopped with it at exit
 
     def _stopped_elsewhere(self, pid: int) -> bool:
         """Whether another thread stopped the child ``pid`` this thread was waiting on."""
@@ -231,23 +228,22 @@ class Worker:
 
     def _start(self) -> None:
         self._stopper = None
-        requests_read, self.requests = os.pipe()
-        self.replies, replies_write = os.pipe()
-        lifeline_read, self.lifeline = os.pipe()
+        reap_dying()
+        spare, self._spare = self._spare, None
+        if spare is None or spare.owner != os.getpid():
+            spare = spawn(self.handler, self.memory_limit, self.clean)
         if self.log is not None:
             self.log.close()
-        self.log = tempfile.TemporaryFile()  # noqa: SIM115 (the worker's, for its life)
-        parent = os.getpid()
-        gc.freeze()  # the child's collector then leaves the parent's objects (and pages) alone
-        pid = os.fork()
-        if pid == 0:  # the child: never returns
-            fds = Fds(requests_read, replies_write, lifeline_read, self.log.fileno())
-            child(self.handler, fds, parent, self.memory_limit, self.clean)
-        os.close(requests_read)
-        os.close(replies_write)
-        os.close(lifeline_read)
-        self.pid, self.owner = pid, parent
+        self.pid, self.owner = spare.pid, spare.owner
+        self.requests, self.replies, self.lifeline = spare.requests, spare.replies, spare.lifeline
+        self.log = spare.log
         _workers[id(self)] = self
+
+    def _drop_spare(self) -> None:
+        spare, self._spare = self._spare, None
+        if spare is not None and spare.owner == os.getpid():
+            kill_tree(spare.pid, reap=False)
+            spare.close()
 
     def _watch(
         self,
@@ -322,23 +318,14 @@ class Worker:
         except ChildProcessError:  # reaped by a stop() in another thread
             return f"{phase}: {stopped}", stopped, FailureKind(Failure.SIGNAL, "SIGKILL")
         self._forget()
-        if os.WIFSIGNALED(status):
-            number = os.WTERMSIG(status)
-            name = signal.Signals(number).name
-            cause = f"killed by signal {name} ({signal.strsignal(number)})"
-            kind = FailureKind(Failure.SIGNAL, name)
-        else:
-            cause = f"exited with code {os.WEXITSTATUS(status)} and no result"
-            kind = FailureKind(Failure.EXIT_CODE, str(os.WEXITSTATUS(status)))
+        cause, kind = how_it_ended(status)
         tail = self._tail()
         return f"crashed during {phase}: {cause}{tail}", cause + tail, kind
 
     def _tail(self) -> str:
-        if self.log is None:
-            return ""
-        self.log.seek(0)
-        text = self.log.read().decode(errors="replace").strip()
-        return f"; last output: {text[-OUTPUT_TAIL:]}" if text else ""
+        """The child's last output (bounded: :mod:`output`), to quote after its end."""
+        text = "" if self.log is None else self.log.tail(OUTPUT_TAIL)
+        return f"; last output: {text}" if text else ""
 
 
 def call_isolated(fn: Callable[[], T], limit_s: float, what: str) -> T:
@@ -360,3 +347,4 @@ _workers: dict[int, Worker] = {}
 def _stop_all() -> None:
     for worker in list(_workers.values()):
         worker.stop()
+    reap_dying(block=True)

@@ -1,5 +1,6 @@
 """Target work in a worker forked from the pytest process, for an adapter built here: the
-adapter is prepared once in this process, so that every worker it forks starts warm."""
+adapter is prepared once in this process, so that every worker it forks starts warm; each
+case gets a worker of its own (``fresh``), forked from this process, which runs no kernel."""
 
 from __future__ import annotations
 
@@ -29,9 +30,12 @@ class ForkedExecutor:
             with contextlib.suppress(Exception):  # the cases meet the same problem and say it
                 self.adapter.prepare(request.workdir.parent / f"prepare-{self.adapter.name}")
             handler = partial(target_work, self.adapter, in_worker=True)
-            self.worker = isolation.Worker(handler, worker_memory_limit(self.adapter))
+            self.worker = isolation.Worker(handler, worker_memory_limit(self.adapter),
+                                           fresh=True)
         done: Work = self.worker.call(request, limits, Phase.COMPILE.value, self._enter,
-                                      one_blas_thread(meanwhile))
+                                      one_blas_thread(meanwhile),
+                                      keep=request.settings.keep_worker,
+                                      reuse=request.settings.kept_worker)
         done.notes += self.worker.notes
         done.moved_s = self.worker.moved_s
         return done
