@@ -6,6 +6,7 @@ numpy only."""
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -57,10 +58,19 @@ def make_inputs(kind: str, seed: int, operands: list[Json]) -> list[np.ndarray]:
     return arrays
 
 
-def input_sets(call: Json) -> list[list[np.ndarray]]:
-    """Each call's input set, remade from the pack's recipe and checked by its digest."""
+def input_sets(call: Json, case_dir: Path) -> list[list[np.ndarray]]:
+    """Each call's input set, remade from the pack's recipe (or read from the case's
+    ``.npy`` files, for inputs the recipe cannot remake) and checked by its digest."""
     recipe, sets = call["recipe"], []
-    for seed, digest in zip(recipe["seeds"], call["inputs_sha256"], strict=True):
+    files = call.get("input_files") or [None] * len(recipe["seeds"])
+    for seed, digest, names in zip(recipe["seeds"], call["inputs_sha256"], files, strict=True):
+        if names is not None:
+            made = [np.load(case_dir / name, allow_pickle=False) for name in names]
+            if input_digest(made) != digest:
+                raise RuntimeError(f"the pack's input files of seed {seed} are not those "
+                                   "it was made with")
+            sets.append(made)
+            continue
         made = make_inputs(recipe["values"], seed, call["inputs"])
         if input_digest(made) != digest:
             raise RuntimeError(f"numpy {np.__version__} does not remake the inputs bit for "

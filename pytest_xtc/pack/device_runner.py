@@ -191,7 +191,7 @@ def run_one(pack: Path, key: str, out: Path) -> int:
         loaded = [ctypes.CDLL(str(library(pack, lib, out.parent / UNPACKED)),
                               mode=ctypes.RTLD_GLOBAL) for lib in call["runtime"]]
         progress.write_text(stage := "inputs")
-        sets = _sibling("device_inputs").input_sets(call)
+        sets = _sibling("device_inputs").input_sets(call, case_dir)
         progress.write_text(stage := "load")
         kernel = kernel_for(case_dir, call, loaded)
         for n, step in enumerate(call["calls"]):

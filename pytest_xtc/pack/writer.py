@@ -86,6 +86,10 @@ def _library(pack: Path, source: Path) -> str:
     return _written[seen]
 
 
+#: input kinds the device runner remakes from a seed (device_inputs.make_inputs)
+REMADE = ("random", "exact")
+
+
 def write_case(
     pack: Path,
     case_id: str,
@@ -102,7 +106,9 @@ def write_case(
     """One case into the pack: ``record`` (its compile time, or its failure) and, for an
     exported kernel, its files and call protocol. ``limits`` are the calls' time limits
     (untimed calls, then the timed one). The input sets travel as their ``recipe`` (the
-    input kind and each set's seed: the runner remakes them) and their digests."""
+    input kind and each set's seed: the runner remakes them) and their digests; those the
+    runner cannot remake (special values, placed by the graph's structure) travel as
+    ``.npy`` files."""
     key = case_key(target, case_id)
     folder = pack / CASES / key
     if folder.exists():
@@ -115,6 +121,12 @@ def write_case(
         shutil.copyfile(exported.library, folder / exported.library.name)
         calls = [{"set": n, "timing": asdict(Timing())} for n in range(len(sets))]
         calls.append({"set": 0, "timing": asdict(timing)})
+        files: list[list[str]] | None = None
+        if recipe.get("values") not in REMADE:
+            files = [[f"set{n}-in{i}.npy" for i in range(len(s))] for n, s in enumerate(sets)]
+            for names, arrays in zip(files, sets, strict=True):
+                for name, array in zip(names, arrays, strict=True):
+                    np.save(folder / name, array, allow_pickle=False)
         call = {
             "kind": exported.kind, "library": exported.library.name, "entry": exported.entry,
             "runtime": [_library(pack, p) for p in exported.runtime], "timer": exported.timer,
@@ -123,6 +135,7 @@ def write_case(
                        for n, a in inputs],
             "outputs": [{"name": n, "shape": list(s), "dtype": d} for n, s, d in outputs],
             "recipe": {**recipe, "numpy": np.__version__}, "inputs_sha256": digests,
+            "input_files": files,
             "calls": calls, "limits_s": list(limits),
         }
         data = json.dumps(call, indent=1).encode()
