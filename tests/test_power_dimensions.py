@@ -25,7 +25,7 @@ SEEDS = (0, 1, 2)
 #: fault -> catalog cases that must reject it (the dimension it hides in)
 CAUGHT_BY = {
     "output-index-16bit": ["relu-float32-257x259-none"],  # class 1
-    "input-index-16bit": ["matmul-float32-7x9x9363-tile"],
+    "input-index-16bit": ["matmul-float32-257x259x257-vectorize"],
     "reduction-remainder-dropped": ["matmul-float32-31x17x13-unroll_k"],  # class 2
     "reduction-remainder-twice": ["conv2d-float32-1x7x8x17-5x3x8-s1-p0-2_1-0-tile_c"],
     "square-filter-assumed": ["conv2d-float32-1x10x1x3-3x1x5-s3x2-p1-1_0-0-split"],  # class 3

@@ -66,17 +66,19 @@ def builtin_cases() -> tuple[Case, ...]:
 
 def _wide(family: str, spec: Any, schedules: list[Schedule], dtypes: list[str],
           known: set[str]) -> list[Case]:
-    """The family's ``wide`` shapes (operands and outputs past 2^16 elements): every
-    schedule meets one of them, every shape every dtype (all pairs of the three)."""
+    """The family's ``wide`` shapes (operands and outputs past 2^16 elements): each meets
+    every schedule, and every dtype (the dtype turns with the schedule and the shape)."""
     wide = spec.get("wide") or []
     cases: list[Case] = []
-    for n in range(max(len(schedules), len(wide) * len(dtypes)) if wide else 0):
-        dtype = dtypes[(n // len(wide)) % len(dtypes)]
-        graph, shape = _build(family, wide[n % len(wide)], dtype)
-        case = Case(family, dtype, shape, schedules[n % len(schedules)], graph)
-        if case.id not in known:
-            known.add(case.id)
-            cases.append(case)
+    rounds = max(len(schedules), len(dtypes)) if wide else 0
+    for n in range(rounds):
+        for at, params in enumerate(wide):
+            dtype = dtypes[(n + at) % len(dtypes)]
+            graph, shape = _build(family, params, dtype)
+            case = Case(family, dtype, shape, schedules[n % len(schedules)], graph)
+            if case.id not in known:
+                known.add(case.id)
+                cases.append(case)
     return cases
 
 
