@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_xtc.core.execution import registry
+from pytest_xtc.core.adapters import registry
 from pytest_xtc.importer import command as importer
 from pytest_xtc.report import bundle, merge, verify
 from pytest_xtc.report.model import Report, Scope

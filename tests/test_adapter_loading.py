@@ -18,7 +18,7 @@ import pytest
 
 from pytest_xtc.conformance import builtin_cases
 from pytest_xtc.core.adapter import Capabilities, TargetSpec, Tier, declared_placements
-from pytest_xtc.core.execution import adapter_declarations, declcache, registry
+from pytest_xtc.core.adapters import adapter_declarations, declcache, registry
 from pytest_xtc.core.execution.remote import AdapterFailure, HostLimits, IsolatedAdapter
 from pytest_xtc.core.execution.runner import Settings, run_case
 from pytest_xtc.core.execution.suite import cases_for

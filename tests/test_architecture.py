@@ -243,11 +243,35 @@ def test_the_03_core_paths_still_work_and_warn(old: str) -> None:
     assert f"warned: pytest_xtc.core.{old} moved in pytest-xtc 0.4: import {new}" in done.stdout
 
 
+@pytest.mark.parametrize("old", ["isolation", "registry", "xtc_env", "declcache"])
+def test_the_execution_paths_before_the_split_by_role_still_work_and_warn(old: str) -> None:
+    """core/execution/ split into workers/, adapters/ and xtc/: the old path gives the same
+    module, and its warning names the new path and the version that removes the old one."""
+    from pytest_xtc.core import moved
+
+    new = moved.MOVED[f"pytest_xtc.core.execution.{old}"]
+    assert new.split(".")[2] in ("workers", "adapters", "xtc")
+    script = (
+        "import warnings; warnings.simplefilter('error')\n"
+        f"try:\n    from pytest_xtc.core.execution import {old}\n"
+        "except DeprecationWarning as w:\n    print('warned:', w)\n"
+        "warnings.simplefilter('ignore')\n"
+        f"import pytest_xtc.core.execution.{old} as old, {new} as new\n"
+        "assert old is new\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (f"warned: pytest_xtc.core.execution.{old} moved in pytest-xtc 0.4: import {new}"
+            in done.stdout)
+    assert f"the old path is removed in {moved.REMOVED_IN}" in done.stdout
+
+
 def test_the_vendor_api_is_exported_by_the_package() -> None:
     import pytest_xtc
     from pytest_xtc.core import adapter
     from pytest_xtc.core.cases import case as cases
-    from pytest_xtc.core.execution import xtc_env
+    from pytest_xtc.core.xtc import xtc_env
 
     for name in pytest_xtc.__all__:
         assert getattr(pytest_xtc, name) is not None, name

@@ -18,7 +18,8 @@ from pytest_xtc.cli import main
 from pytest_xtc.conformance import builtin_cases, coverage, coverage_table
 from pytest_xtc.conformance.coverage import Rule, all_pairs, feasible_pairs, measure
 from pytest_xtc.core.adapter import TargetSpec
-from pytest_xtc.core.execution import declcache, order
+from pytest_xtc.core.adapters import declcache
+from pytest_xtc.core.execution import order
 from pytest_xtc.core.execution.runner import Settings, run_case
 from pytest_xtc.core.judging import checks
 from pytest_xtc.core.judging.checks import Finding, Seen

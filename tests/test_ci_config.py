@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 import yaml
 
-from pytest_xtc.core.execution import registry
+from pytest_xtc.core.adapters import registry
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOW = ROOT / ".github" / "workflows" / "conformance.yml"

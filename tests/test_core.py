@@ -10,9 +10,9 @@ import pytest
 
 from pytest_xtc.conformance import builtin_cases
 from pytest_xtc.conformance.families import FAMILIES
+from pytest_xtc.core.adapters import registry
 from pytest_xtc.core.cases import case as cases
 from pytest_xtc.core.cases import graphs, values
-from pytest_xtc.core.execution import registry
 from pytest_xtc.core.judging import checking, reference
 from pytest_xtc.ops import conv2d
 
@@ -147,7 +147,7 @@ def test_placement_variants_of_an_accelerator() -> None:
 
 def test_graph_dicts_match_xtc_serialization() -> None:
     """Our graphs are XTC's own format: XTC builds them and dumps the same dict back."""
-    from pytest_xtc.core.execution import xtc_env
+    from pytest_xtc.core.xtc import xtc_env
 
     for family in ("matmul", "mlp", "conv2d", "pad"):
         case = next(c for c in builtin_cases() if c.op == family)
@@ -168,7 +168,7 @@ def graphs_as_lists(value):  # type: ignore[no-untyped-def]
 
 
 def test_user_case_file_from_an_xtc_dump(tmp_path: Path) -> None:
-    from pytest_xtc.core.execution import xtc_env
+    from pytest_xtc.core.xtc import xtc_env
 
     case = next(c for c in builtin_cases() if c.op == "matmul+relu")
     path = tmp_path / "mine.yaml"

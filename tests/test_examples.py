@@ -23,7 +23,7 @@ import pytest
 
 from pytest_xtc.core.adapter import TargetSpec, Tier
 from pytest_xtc.core.cases import expectations
-from pytest_xtc.core.execution import xtc_env
+from pytest_xtc.core.xtc import xtc_env
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "xtc-example-adapter"

@@ -38,7 +38,7 @@ def case(case_id: str):  # type: ignore[no-untyped-def]
 
 
 def test_primitive_table_matches_xtc_scheduler_interface() -> None:
-    from pytest_xtc.core.execution import xtc_env
+    from pytest_xtc.core.xtc import xtc_env
 
     xtc_env.bootstrap()
     from xtc.itf.schd.scheduler import Scheduler

@@ -175,7 +175,7 @@ def test_imported_cases_compile_on_nvgpu(imported: Any, run: Any) -> None:
     compile tier): each passes or is a listed XTC bug (relu's result placement, recognised
     by properties in cases named anything)."""
     from pytest_xtc.core.adapter import Tier
-    from pytest_xtc.core.execution import registry
+    from pytest_xtc.core.adapters import registry
 
     probe = registry.resolve("nvgpu", {"nvgpu-arch": "sm_90"})[0].status()
     if probe.tier not in (Tier.COMPILE_ONLY, Tier.EXECUTE):

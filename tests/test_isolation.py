@@ -26,11 +26,12 @@ from pytest_xtc.core.adapter import (
     TargetSpec,
     Tier,
 )
+from pytest_xtc.core.adapters import adapter_declarations, registry
 from pytest_xtc.core.cases.case import Case, Schedule
-from pytest_xtc.core.execution import adapter_declarations, isolation, registry
 from pytest_xtc.core.execution.remote import HostLimits, IsolatedAdapter
 from pytest_xtc.core.execution.runner import Settings, run_case
 from pytest_xtc.core.outcome import Status
+from pytest_xtc.core.workers import isolation
 from tests.conftest import write_distribution
 
 pytestmark = pytest.mark.skipif(not isolation.available(), reason="needs fork and setsid")
@@ -139,7 +140,7 @@ def test_a_kernel_killing_its_process_group_does_not_kill_pytest() -> None:
 
 PARENT = """
 import os, sys, time, subprocess
-from pytest_xtc.core.execution import isolation
+from pytest_xtc.core.workers import isolation
 
 def handler(request, report):
     code = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"

@@ -23,7 +23,7 @@ import pytest
 
 from pytest_xtc.core.adapter import Tier
 from pytest_xtc.core.cases.case import DEVICE
-from pytest_xtc.core.execution import xtc_env
+from pytest_xtc.core.xtc import xtc_env
 from pytest_xtc.targets import mppa
 from pytest_xtc.targets.mppa import MppaTarget
 from tests.conftest import fake_executable, spec_of

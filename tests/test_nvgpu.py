@@ -23,9 +23,10 @@ import pytest
 from pytest_xtc.conformance import builtin_cases
 from pytest_xtc.core.adapter import Artifact, Tier
 from pytest_xtc.core.cases.case import DEVICE, HOST, Case, placements
-from pytest_xtc.core.execution import placement, xtc_env
+from pytest_xtc.core.execution import placement
 from pytest_xtc.core.execution.runner import run_case
 from pytest_xtc.core.outcome import Status
+from pytest_xtc.core.xtc import xtc_env
 from pytest_xtc.targets import nvgpu
 from pytest_xtc.targets.nvgpu import NoGpuKernel, NvgpuTarget
 from pytest_xtc.targets.toolchains import cuda, gpu_binary

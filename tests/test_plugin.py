@@ -229,7 +229,7 @@ def test_failure_states_figures_and_the_rerun_command_reproduces_it(vendor, run,
 
 def test_user_case_files_run_and_are_checked_like_builtin_ones(pytester, run) -> None:
     from pytest_xtc.conformance import builtin_cases
-    from pytest_xtc.core.execution import xtc_env
+    from pytest_xtc.core.xtc import xtc_env
 
     case = next(c for c in builtin_cases() if c.op == "conv2d+relu")
     folder = pytester.mkdir("my_cases")
@@ -293,7 +293,7 @@ def test_expectations_are_audited_and_updates_written_for_review(vendor, run, py
     # --xtc-only-cases: the built-in catalog, which the entries are written against, did
     # not run, so no entry is called unused (each of the user's cases ran).
     from pytest_xtc.conformance import builtin_cases
-    from pytest_xtc.core.execution import xtc_env
+    from pytest_xtc.core.xtc import xtc_env
 
     case = next(c for c in builtin_cases() if c.id == "matmul-float32-13x11x7-none")
     xtc_env.build_graph(case).dump(pytester.path / "mine.yaml")

@@ -134,7 +134,7 @@ def test_node_ids_have_a_file_part_and_run_as_they_are(pytester) -> None:
 
 def test_case_selection_by_id_and_only_own_cases(pytester) -> None:
     from pytest_xtc.conformance import builtin_cases
-    from pytest_xtc.core.execution import xtc_env
+    from pytest_xtc.core.xtc import xtc_env
 
     case = next(c for c in builtin_cases() if c.op == "relu" and c.dtype == "float32")
     folder = pytester.mkdir("mine")
@@ -229,7 +229,7 @@ def test_a_session_without_xtc_imports_only_the_option_declarations(pytester) ->
     chosen = _modules(pytester.path, "--xtc-target=host", "--xtc-nvgpu-arch=sm_90",
                       "-k", "nothing-at-all")
     # (adapters themselves are imported only in their isolated worker processes)
-    assert "pytest_xtc.core.execution.registry" in chosen
+    assert "pytest_xtc.core.adapters.registry" in chosen
     assert "pytest_xtc.targets.nvgpu" not in chosen
 
 
@@ -292,7 +292,7 @@ def test_perf_chart_is_log_scale_split_by_dtype_and_size(monkeypatch) -> None:
 def test_option_defaults_agree_with_the_core() -> None:
     """options.py keeps its own copies (it imports nothing of the core): they must agree."""
     from pytest_xtc.core import limits
-    from pytest_xtc.core.execution import registry
+    from pytest_xtc.core.adapters import registry
     from pytest_xtc.core.execution.perf import DEFAULT_TIMING
     from pytest_xtc.core.execution.remote import HostLimits
     from pytest_xtc.exploration import shrink
@@ -325,7 +325,7 @@ def test_option_defaults_agree_with_the_core() -> None:
     parser = Parser()
     declarations.add(parser)  # type: ignore[arg-type]
     assert set(parser.group.names) == set(registry.RESERVED_OPTIONS), (
-        "core/execution/registry.py RESERVED_OPTIONS must list every built-in --xtc- option"
+        "core/adapters/registry.py RESERVED_OPTIONS must list every built-in --xtc- option"
     )
 
 

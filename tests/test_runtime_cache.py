@@ -1,6 +1,6 @@
 """XTC's host runtime is built once per machine and reused while nothing it is built from
 has changed; a kept library that is not whole, a changed source, compiler setting or
-runtime kind is built again (core/execution/runtime_cache.py)."""
+runtime kind is built again (core/xtc/runtime_cache.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_xtc.core.execution import runtime_cache, xtc_env
+from pytest_xtc.core.xtc import runtime_cache, xtc_env
 
 xtc_env.import_mlir_backend()
 from xtc.runtimes.host import runtime as xtc_runtime  # noqa: E402  (after the bootstrap)

@@ -19,9 +19,9 @@ from pytest_xtc.core.adapter import TargetSpec
 from pytest_xtc.core.cases import schedule_rules
 from pytest_xtc.core.cases.case import Case, Schedule, load_case_file
 from pytest_xtc.core.cases.casefile import CaseFileError
-from pytest_xtc.core.execution import xtc_env
 from pytest_xtc.core.execution.runner import Settings, run_case
 from pytest_xtc.core.outcome import Phase, Status
+from pytest_xtc.core.xtc import xtc_env
 from pytest_xtc.selftest import faults
 from pytest_xtc.targets.host import HostTarget
 
@@ -244,7 +244,7 @@ def test_a_parallelized_reduction_made_in_code_is_invalid_at_compile_for_any_see
 
 
 def test_the_ops_loop_declarations_match_xtcs_loop_nest_and_kinds(tmp_path: Path) -> None:
-    from pytest_xtc.core.execution.scheduling import main_loops
+    from pytest_xtc.core.xtc.scheduling import main_loops
     from pytest_xtc.ops import conv2d, matmul
 
     conv = case_file(tmp_path, "conv", [tensor("%0", [1, 6, 6, 3]), tensor("%1", [3, 3, 3, 8])],

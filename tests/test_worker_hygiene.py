@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pytest_xtc.core.execution import isolation, transfer
+from pytest_xtc.core.workers import isolation, transfer
 from tests.test_isolation import Interrupted, gone
 from tests.test_reliability import gone as processes_gone
 
@@ -518,7 +518,7 @@ def test_faulty_kernels_leave_every_other_verdict_as_a_clean_run(
 
 STOPPED_WHILE_WAITED = """
 import threading, time
-from pytest_xtc.core.execution import isolation
+from pytest_xtc.core.workers import isolation
 worker = isolation.Worker(lambda request, report: time.sleep(30))
 worker.start()
 found = []

@@ -5,7 +5,7 @@ strategy XTC registers (``xtc.search.strategies.Strategies``) that applies to th
 draws a pool of ``pool`` samples, ``strategy.sample(pool, seed)``, its seed derived from
 the base seed, the case key and the strategy by a stable hash. Each sample becomes a case
 whose :class:`~pytest_xtc.core.cases.case.Schedule` is the list of scheduler calls the strategy
-made for it (recorded through :class:`~pytest_xtc.core.execution.xtc_env.RecordingScheduler`), named
+made for it (recorded through :class:`~pytest_xtc.core.xtc.xtc_env.RecordingScheduler`), named
 ``explore-<strategy>-<index>of<pool>``: the runner, isolation, expectations and reports
 take it as any case, and the name alone (with the base seed) regenerates it
 (:func:`regenerate`).
@@ -34,11 +34,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from pytest_xtc.core.adapters import declcache
 from pytest_xtc.core.cases.case import Case, Schedule
 from pytest_xtc.core.cases.schedule_rules import InvalidSchedule, UnknownLoop
-from pytest_xtc.core.execution import declcache
-from pytest_xtc.core.execution.scheduling import GraphScheduler, main_loops
 from pytest_xtc.core.versions import installed
+from pytest_xtc.core.xtc.scheduling import GraphScheduler, main_loops
 
 PREFIX = "explore"
 #: The message of a refused sample starts with this.
@@ -102,7 +102,7 @@ def strategy_names() -> list[str]:
         kept = declcache.load(STRATEGIES_CACHE).get(key)
         if isinstance(kept, list) and kept and all(isinstance(n, str) for n in kept):
             return list(kept)
-    from pytest_xtc.core.execution import xtc_env
+    from pytest_xtc.core.xtc import xtc_env
 
     xtc_env.import_mlir_backend()
     from xtc.search.strategies import Strategies
@@ -157,8 +157,8 @@ class Plan:
 
 def _record(strategy: Any, graph: Any, sample: Sequence[int]) -> tuple[list[Any], str]:
     """The scheduler calls ``strategy`` makes for ``sample``, or why XTC refused it."""
-    from pytest_xtc.core.execution import xtc_env
     from pytest_xtc.core.execution.work import describe_failure
+    from pytest_xtc.core.xtc import xtc_env
 
     scheduler = GraphScheduler(xtc_env.import_mlir_backend().Backend(graph), None)
     loops = main_loops(scheduler)
@@ -217,7 +217,7 @@ def draw_all(
     """Every strategy's pool on every base case, as data (base key -> strategy -> entry).
     Kept in a file of the temporary directory keyed by everything it depends on (XTC's
     version included), so that xdist workers and the controller draw once."""
-    from pytest_xtc.core.execution import xtc_env
+    from pytest_xtc.core.xtc import xtc_env
 
     names = list(names) if names is not None else strategy_names()
     path = _cache_file(bases_, pool, base_seed, names) if cache else None
@@ -279,7 +279,7 @@ def regenerate(base: Case, name: str, base_seed: int) -> Case:
     """The explored case a schedule name stands for, from ``base`` (its graph, shape and
     dtype) and the base seed alone. ValueError for a name that is not a draw, a strategy
     that does not apply, or an index past the pool."""
-    from pytest_xtc.core.execution import xtc_env
+    from pytest_xtc.core.xtc import xtc_env
 
     draw = Draw.parse(name)
     if draw is None:

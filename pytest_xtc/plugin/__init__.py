@@ -69,7 +69,7 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
         return None
     import shutil
 
-    from pytest_xtc.core.execution import registry
+    from pytest_xtc.core.adapters import registry
     from pytest_xtc.plugin import options
     from pytest_xtc.report.text import format_targets
 

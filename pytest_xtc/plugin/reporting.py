@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from pytest_xtc import SUITE_VERSION
-from pytest_xtc.core.execution import registry
+from pytest_xtc.core.adapters import registry
 from pytest_xtc.plugin import options, state
 from pytest_xtc.plugin.bundle_guard import interrupts_deferred, writer_lock
 from pytest_xtc.report import bundle, caseset

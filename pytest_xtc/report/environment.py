@@ -36,7 +36,7 @@ def adapter_distribution(target: str) -> dict[str, Any]:
     """The installed distribution that registers ``target`` (a base name, without
     ``[ordinal]``) in the ``pytest_xtc.targets`` entry-point group: its name, version and
     the entry point's value."""
-    from pytest_xtc.core.execution.registry import GROUP
+    from pytest_xtc.core.adapters.registry import GROUP
 
     for ep in metadata.entry_points(group=GROUP):
         if ep.name == target:

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_xtc.core.adapter import ONCE, TargetAdapter
+from pytest_xtc.core.adapters import registry
 from pytest_xtc.core.cases.case import Case, load_case_paths
-from pytest_xtc.core.execution import registry
 from pytest_xtc.core.execution.runner import run_case
 from pytest_xtc.core.execution.settings import Settings
 from pytest_xtc.core.outcome import Outcome

@@ -42,9 +42,11 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, BinaryIO, TypeVar
 
-from pytest_xtc.core.execution import interrupts, transfer
-from pytest_xtc.core.execution.containment import kill_tree
-from pytest_xtc.core.execution.serving import (
+from pytest_xtc.core.limits import check_limit
+from pytest_xtc.core.outcome import Failure, FailureKind
+from pytest_xtc.core.workers import interrupts, transfer
+from pytest_xtc.core.workers.containment import kill_tree
+from pytest_xtc.core.workers.serving import (
     ACK,
     TRANSFER,
     Fds,
@@ -55,8 +57,6 @@ from pytest_xtc.core.execution.serving import (
     child,
     send_frame,
 )
-from pytest_xtc.core.limits import check_limit
-from pytest_xtc.core.outcome import Failure, FailureKind
 
 __all__ = [
     "TRANSFER",

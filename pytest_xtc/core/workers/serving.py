@@ -1,4 +1,4 @@
-"""The forked child's side of an :class:`~pytest_xtc.core.execution.isolation.Worker`:
+"""The forked child's side of an :class:`~pytest_xtc.core.workers.isolation.Worker`:
 contain itself, then serve requests, reporting each phase it enters, and tidy after each
 one (end the processes it left, compare the process state with the one it started with,
 :mod:`hygiene`). Messages are length-prefixed frames of :mod:`transfer`."""
@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_xtc.core.execution import containment, hygiene, transfer
+from pytest_xtc.core.workers import containment, hygiene, transfer
 
 Report = Callable[[str], None]
 Handler = Callable[[Any, Report], Any]

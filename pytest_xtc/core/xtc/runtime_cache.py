@@ -30,7 +30,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from pytest_xtc.core.execution import declcache
+from pytest_xtc.core.adapters import declcache
 from pytest_xtc.core.versions import installed
 
 DIRECTORY = "xtc-runtime"

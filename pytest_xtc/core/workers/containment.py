@@ -10,7 +10,7 @@ import os
 import signal
 import sys
 
-from pytest_xtc.core.execution import hygiene
+from pytest_xtc.core.workers import hygiene
 
 _PR_SET_PDEATHSIG = 1
 

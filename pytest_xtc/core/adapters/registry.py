@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_xtc.core.adapter import BrokenAdapter, TargetAdapter, TargetSpec, Tier
-from pytest_xtc.core.execution import isolation
-from pytest_xtc.core.execution.adapter_declarations import (
+from pytest_xtc.core.adapters.adapter_declarations import (
     GROUP,
     RESERVED_OPTIONS,
     Declarations,
@@ -22,6 +21,7 @@ from pytest_xtc.core.execution.adapter_declarations import (
     registered,
 )
 from pytest_xtc.core.execution.remote import HostLimits, IsolatedAdapter
+from pytest_xtc.core.workers import isolation
 
 __all__ = [  # the declarations' names are handed on
     "DEFAULT_SELECTION", "GROUP", "RESERVED_OPTIONS", "Declarations", "Selected",

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_xtc.core.adapter import OptionSpec, TargetAdapter, declared_placements
-from pytest_xtc.core.execution import declcache
+from pytest_xtc.core.adapters import declcache
 
 GROUP = "pytest_xtc.targets"
 
@@ -138,7 +138,7 @@ def _all_declared() -> dict[str, tuple[list[OptionSpec], list[str], dict[str, An
         # Each thread only forks a child and waits for it (no import runs in this
         # process meanwhile, so no child inherits a half-held import lock): the
         # isolation machinery is imported first.
-        from pytest_xtc.core.execution import isolation  # noqa: F401
+        from pytest_xtc.core.workers import isolation  # noqa: F401
         with ThreadPoolExecutor(max_workers=min(8, len(missing))) as pool:
             read = pool.map(lambda n: _read(entries[n]), missing)
             raw.update(zip(missing, read, strict=True))
@@ -153,7 +153,7 @@ def _all_declared() -> dict[str, tuple[list[OptionSpec], list[str], dict[str, An
 
 def _read(ep: EntryPoint) -> _Raw | str:
     """An entry point's raw declaration, or what went wrong reading it."""
-    from pytest_xtc.core.execution import isolation
+    from pytest_xtc.core.workers import isolation
 
     try:
         if isolation.available():

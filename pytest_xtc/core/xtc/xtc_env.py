@@ -27,16 +27,16 @@ import numpy as np
 from pytest_xtc.core.adapter import ONCE, RunResult, Timing
 from pytest_xtc.core.cases import graphs
 from pytest_xtc.core.cases.case import DEVICE, Case
-from pytest_xtc.core.execution import runtime_cache
 from pytest_xtc.core.execution.placement import SOURCE_IR
-from pytest_xtc.core.execution.scheduling import (  # noqa: F401  (adapters call them through xtc_env)
+from pytest_xtc.core.versions import installed
+from pytest_xtc.core.xtc import runtime_cache
+from pytest_xtc.core.xtc.scheduling import (  # noqa: F401  (adapters call them through xtc_env)
     GraphScheduler,
     RecordingScheduler,
     apply_schedule,
     new_scheduler,
     schedule,
 )
-from pytest_xtc.core.versions import installed
 
 XTC_DISTRIBUTIONS = (
     "xtc-tools",
