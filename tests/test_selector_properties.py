@@ -56,7 +56,8 @@ def test_nvgpu_bugs_are_recognised_in_a_user_case_named_anything(case_id, placem
         ("unpad-float32-8x10-pad0:1-2_1:0-3-none", {"X": "device", "Y": "host"}),
         ("pad-float64-1x16-pad1:4-4-none", None),  # 1xN padded on axis 1 only
         ("pad-float32-1x16-pad1:4-4-tile", None),
-        ("pad2d-float64-2x1x8x16-pad3-0_3-1-none-element-offset", None),  # the size-1 h follows a batch of 2
+        # the size-1 h follows a batch of 2
+        ("pad2d-float64-2x1x8x16-pad3-0_3-1-none-element-offset", None),
     ],
 )
 def test_nvgpu_entries_leave_cases_without_the_bug_alone(case_id, placement) -> None:
