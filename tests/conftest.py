@@ -12,7 +12,7 @@ from pytest_xtc.core.adapter import TargetSpec
 from pytest_xtc.core.adapters import registry
 
 FAULTY = {
-    f"faulty-{name}": f"pytest_xtc.selftest.faults:{cls.__name__}"
+    f"faulty-{name}": f"{cls.__module__}:{cls.__name__}"
     for name, cls in __import__("pytest_xtc.selftest.faults", fromlist=["FAULTS"]).FAULTS.items()
 }
 
