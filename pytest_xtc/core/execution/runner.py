@@ -113,7 +113,7 @@ def run_case(
     execute = probe.tier is Tier.EXECUTE
     if execute and case.twin is not None:  # right before: a cache keyed without attributes
         quiet = replace(settings, order=(), timing=ONCE, perf=False, peak=False)
-        run_case(adapter, case.twin, workdir / "twin-first", quiet)
+        run_case(adapter, case.twin, workdir.with_name(f"{workdir.name}-twin-first"), quiet)
     executor = executor_for(adapter, settings)
     empty = transfer.shared_empty if executor.shared else np.empty
     input_sets: list[list[np.ndarray]] = [[]]
