@@ -8,6 +8,7 @@ from typing import Any
 
 from pytest_xtc.conformance import coverage
 from pytest_xtc.conformance.families import FAMILIES
+from pytest_xtc.core.cases import twins
 from pytest_xtc.core.cases.case import Case, Schedule
 from pytest_xtc.core.cases.unique_keys import load_yaml
 
@@ -29,7 +30,9 @@ def builtin_cases() -> tuple[Case, ...]:
     cases: list[Case] = []
     for family, spec in catalog["families"].items():
         schedules = [Schedule.from_data(n, steps) for n, steps in spec["schedules"].items()]
-        covered = _covered(family, spec, {s.name: s for s in schedules})
+        extra = [Schedule.from_data(n, steps)
+                 for n, steps in (spec.get("cover_schedules") or {}).items()]
+        covered = _covered(family, spec, {s.name: s for s in [*schedules, *extra]})
         for dtype in catalog["dtypes"]:
             for params in spec.get("shapes", ()):
                 graph, shape = _build(family, params, dtype)
@@ -50,7 +53,32 @@ def builtin_cases() -> tuple[Case, ...]:
             for params in large.get("shapes", ()):
                 graph, shape = _build(family, params, dtype)
                 cases += [Case(family, dtype, shape, s, graph) for s in chosen]
-    return tuple(cases)
+        cases += _wide(family, spec, [*schedules, *extra], catalog["dtypes"],
+                       {c.id for c in cases})
+        for pair in spec.get("twins", ()):  # both on the first two schedules, first dtype
+            for params in pair:
+                graph, shape = _build(family, params, catalog["dtypes"][0])
+                cases += [Case(family, catalog["dtypes"][0], shape, s, graph)
+                          for s in schedules[:2]]
+    return tuple(twins.pair(cases))
+
+
+def _wide(family: str, spec: Any, schedules: list[Schedule], dtypes: list[str],
+          known: set[str]) -> list[Case]:
+    """The family's ``wide`` shapes (operands and outputs past 2^16 elements): each meets
+    every schedule, and every dtype (the dtype turns with the schedule and the shape)."""
+    wide = spec.get("wide") or []
+    cases: list[Case] = []
+    rounds = max(len(schedules), len(dtypes)) if wide else 0
+    for n in range(rounds):
+        for at, params in enumerate(wide):
+            dtype = dtypes[(n + at) % len(dtypes)]
+            graph, shape = _build(family, params, dtype)
+            case = Case(family, dtype, shape, schedules[n % len(schedules)], graph)
+            if case.id not in known:
+                known.add(case.id)
+                cases.append(case)
+    return cases
 
 
 def _covered(family: str, spec: Any, schedules: dict[str, Schedule]) -> list[Case]:
@@ -65,7 +93,8 @@ def _covered(family: str, spec: Any, schedules: dict[str, Schedule]) -> list[Cas
             raise ValueError(f"{family}: cover names schedule {row['schedule']!r}, "
                              f"not among {', '.join(schedules)}")
         graph, shape = _build(family, params, row["dtype"])
-        cases.append(Case(family, row["dtype"], shape, schedules[row["schedule"]], graph))
+        cases.append(Case(family, row["dtype"], shape, schedules[row["schedule"]], graph,
+                          align=row.get("align", "aligned")))
     return cases
 
 

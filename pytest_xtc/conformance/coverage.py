@@ -28,6 +28,9 @@ from pytest_xtc.core.cases.schedule import plain
 Row = dict[str, Any]
 Pair = tuple[tuple[str, Any], tuple[str, Any]]
 CANDIDATES = 12  # rows tried per row kept
+#: Parameters of every row that are not the family's arguments: the schedule, the dtype and
+#: where the runner puts the operands (``align``: core/execution/guard.py).
+RUNNER_PARAMETERS = ("schedule", "dtype", "align")
 _RULE = re.compile(r"^\s*(\w+)\s*(<=|>=|<|>|==|!=)\s*(\w+)(?:\s*//\s*(\d+))?\s*$")
 _OPS: dict[str, Callable[[Any, Any], bool]] = {
     "<=": lambda a, b: a <= b, ">=": lambda a, b: a >= b, "<": lambda a, b: a < b,
@@ -194,13 +197,14 @@ def _hashable(value: Any) -> Any:
 
 
 def build_arguments(spec: Mapping[str, Any], row: Row) -> dict[str, Any]:
-    """The family's arguments for ``row``: its parameters but the schedule and dtype, or,
+    """The family's arguments for ``row``: its parameters but the schedule, the dtype and
+    the operand alignment (the runner's), or,
     when the section has a ``build`` template (``{shape: [i, j]}``), the template with
     each parameter's name replaced by the row's value. Raises ValueError for a string in
     the template that names no parameter."""
     template = spec.get("build")
     if template is None:
-        return {k: plain(v) for k, v in row.items() if k not in ("schedule", "dtype")}
+        return {k: plain(v) for k, v in row.items() if k not in RUNNER_PARAMETERS}
 
     def fill(part: Any) -> Any:
         if isinstance(part, str):

@@ -70,22 +70,50 @@ class Conv2d(Contraction):
 OP = Conv2d()
 
 
-def _conv(g: Any, n: int, h: int, w: int, c: int, r: int, s: int, f: int, stride: int,
-          pad: int, dtype: str) -> Any:
+Pair = int | Sequence[int]  # one value for both axes, or one per axis (sides)
+
+
+def _sides(pad: Pair) -> tuple[int, int, int, int]:
+    """Padding as (top, bottom, left, right): an integer pads every side."""
+    if isinstance(pad, int):
+        return (pad, pad, pad, pad)
+    if len(pad) == 2:
+        return (pad[0], pad[0], pad[1], pad[1])
+    top, bottom, left, right = pad
+    return (top, bottom, left, right)
+
+
+def _strides(stride: Pair) -> tuple[int, int]:
+    return (stride, stride) if isinstance(stride, int) else (stride[0], stride[1])
+
+
+def _conv(g: Any, n: int, h: int, w: int, c: int, r: int, s: int, f: int, stride: Pair,
+          pad: Pair, dtype: str) -> Any:
     x = g.tensor("X", (n, h, w, c), dtype)
-    if pad:
-        x = g.node("pad2d", "P", [x], padding={1: [pad, pad], 2: [pad, pad]}, constant_value=0)
-    return g.node("conv2d", "O", [x, g.tensor("W", (r, s, c, f), dtype)], stride=[stride, stride])
+    top, bottom, left, right = _sides(pad)
+    if top or bottom or left or right:
+        x = g.node("pad2d", "P", [x], padding={1: [top, bottom], 2: [left, right]},
+                   constant_value=0)
+    return g.node("conv2d", "O", [x, g.tensor("W", (r, s, c, f), dtype)],
+                  stride=list(_strides(stride)))
 
 
-def label(n: int, h: int, w: int, c: int, r: int, s: int, f: int, stride: int, pad: int) -> str:
-    return f"{n}x{h}x{w}x{c}-{r}x{s}x{f}-s{stride}-p{pad}"
+def label(n: int, h: int, w: int, c: int, r: int, s: int, f: int, stride: Pair,
+          pad: Pair) -> str:
+    """``NxHxWxC-RxSxF-sSTRIDE-pPAD``; strides that differ per axis read ``s1x2``, pads
+    that differ per side ``p0-1_1-0`` (top-bottom_left-right)."""
+    sh, sw = _strides(stride)
+    sides = _sides(pad)
+    strides = f"{sh}" if sh == sw else f"{sh}x{sw}"
+    pads = (f"{sides[0]}" if len(set(sides)) == 1
+            else f"{sides[0]}-{sides[1]}_{sides[2]}-{sides[3]}")
+    return f"{n}x{h}x{w}x{c}-{r}x{s}x{f}-s{strides}-p{pads}"
 
 
-def family(n: int, h: int, w: int, c: int, r: int, s: int, f: int, stride: int, pad: int,
+def family(n: int, h: int, w: int, c: int, r: int, s: int, f: int, stride: Pair, pad: Pair,
            dtype: str = "float32", relu: bool = False) -> tuple[dict, str]:
-    """Catalog family ``conv2d``: [n, h, w, c, r, s, f, stride, pad] (pad: a pad2d node
-    before it)."""
+    """Catalog family ``conv2d``: [n, h, w, c, r, s, f, stride, pad] (stride: an integer
+    or [sh, sw]; pad: a pad2d node before it, an integer or [top, bottom, left, right])."""
     from pytest_xtc.ops.builder import GraphBuilder
 
     g = GraphBuilder("conv2d_relu" if relu else "conv2d")

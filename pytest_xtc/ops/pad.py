@@ -40,10 +40,12 @@ def label(shape: Sequence[int], widths: dict) -> str:
 
 
 def family(shape: list[int], padding: dict[int, list[int]], dtype: str = "float32",
-           ) -> tuple[dict, str]:
-    """Catalog family ``pad``: {shape, padding}."""
+           constant_value: float = 0.0) -> tuple[dict, str]:
+    """Catalog family ``pad``: {shape, padding, constant_value}."""
     from pytest_xtc.ops.builder import GraphBuilder
 
     g = GraphBuilder("pad")
-    y = g.node("pad", "Y", [g.tensor("X", shape, dtype)], padding=padding, constant_value=0)
-    return g.output(y), label(shape, padding)
+    y = g.node("pad", "Y", [g.tensor("X", shape, dtype)], padding=padding,
+               constant_value=constant_value)
+    value = "" if constant_value == 0 else f"-v{constant_value:g}"
+    return g.output(y), label(shape, padding) + value

@@ -60,12 +60,17 @@ OP = Pad2d()
 
 
 def family(n: int, h: int, w: int, c: int, width: int, dtype: str = "float32",
+           sides: Sequence[int] | None = None, constant_value: float = 0.0,
            ) -> tuple[dict, str]:
-    """Catalog family ``pad2d``: [n, h, w, c, width]."""
+    """Catalog family ``pad2d``: [n, h, w, c, width], or {n, h, w, c, width: 0, sides:
+    [top, bottom, left, right], constant_value}."""
     from pytest_xtc.ops.builder import GraphBuilder
 
     g = GraphBuilder("pad2d")
-    widths = {1: [width, width], 2: [width, width]}
+    top, bottom, left, right = sides if sides is not None else (width,) * 4
+    widths = {1: [top, bottom], 2: [left, right]}
     y = g.node("pad2d", "Y", [g.tensor("X", (n, h, w, c), dtype)], padding=widths,
-               constant_value=0)
-    return g.output(y), f"{n}x{h}x{w}x{c}-pad{width}"
+               constant_value=constant_value)
+    pads = f"{top}" if len({top, bottom, left, right}) == 1 else f"{top}-{bottom}_{left}-{right}"
+    value = "" if constant_value == 0 else f"-v{constant_value:g}"
+    return g.output(y), f"{n}x{h}x{w}x{c}-pad{pads}{value}"

@@ -17,6 +17,7 @@ import numpy as np
 from pytest_xtc.core.adapter import ONCE, Artifact, RunResult, TargetSpec, Timing
 from pytest_xtc.core.cases import graphs
 from pytest_xtc.core.cases.case import Case
+from pytest_xtc.selftest.faults_dimensions import DIMENSION_FAULTS
 from pytest_xtc.selftest.faults_numbers import FAULTS as NUMBER_FAULTS
 from pytest_xtc.selftest.hidden import (
     KeepsDtypeState,
@@ -257,6 +258,7 @@ FAULTS: dict[str, type[HostTarget]] = {
     "crash": Crash,
     "hang": Hang,
     **NUMBER_FAULTS,
+    **DIMENSION_FAULTS,
 }
 
 

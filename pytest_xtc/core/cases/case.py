@@ -70,6 +70,12 @@ class Case:
     exact_rule: bool = False  # the case's own error rule demands bit-exact results
     source: str = "builtin"
     tags: frozenset[str] = field(default_factory=frozenset)
+    #: Where the runner puts each operand's data (``core/execution/guard.py``): ``aligned``
+    #: (256 bytes), ``element`` (one element past), ``odd`` (an odd byte offset).
+    align: str = "aligned"
+    #: A case whose graph differs from this one's only in attributes: the runner runs it
+    #: first, on the same worker (a kernel cache keyed without attributes is caught).
+    twin: Case | None = None
 
     @property
     def key(self) -> str:
@@ -77,6 +83,8 @@ class Case:
         parts = [self.op, self.dtype, self.shape, self.schedule.name]
         if self.values != "random":
             parts.append(self.values)
+        if self.align != "aligned":
+            parts.append(f"{self.align}-offset")
         return "-".join(parts)
 
     @property
@@ -249,7 +257,9 @@ def load_case_paths(
             raise CaseFileError(f"{path}: no such case file or directory")
         for file in files:
             found.extend(load_case_file(file, max_case_bytes))
-    return found
+    from pytest_xtc.core.cases import twins  # it builds on this module
+
+    return twins.pair(twins.distinguish(found))
 
 
 def check_unique(cases: Sequence[Case], builtin: Iterable[str]) -> None:

@@ -1,7 +1,9 @@
 """Guard bands: operands handed to a kernel inside larger buffers, so that writes out of
 bounds show. No pytest, no XTC.
 
-Each operand's data lies 256-byte aligned (XTC's own ``CNDArray`` alignment) inside a
+Each operand's data lies 256-byte aligned (XTC's own ``CNDArray`` alignment), or as far
+past that as the case's ``align`` says (:func:`offset`: one element, or an odd number of
+bytes, as users' numpy views often are), inside a
 buffer whose bands before and after it hold the unwritten sentinel (``values.py``: a
 signalling NaN no arithmetic produces). After the run, any band element whose bits
 changed is a write out of bounds: "wrote 11 elements past the end of C". Only adapters
@@ -24,6 +26,33 @@ import numpy as np
 from pytest_xtc.core.cases import values
 
 ALIGN = 256  # XTC's CNDArray allocation alignment (its cndarray.c)
+#: A case's operand alignments (``Case.align``): each operand's data starts this far past
+#: a 256-byte boundary.
+ALIGNMENTS = ("aligned", "element", "odd")
+
+
+def offset(align: str, itemsize: int, operand: int) -> int:
+    """Bytes past a 256-byte boundary where operand number ``operand`` (inputs, then
+    outputs) starts: 0 (``aligned``), one element (``element``), or an odd byte count
+    that differs from one operand to the next, 1, 3, 5, 7 (``odd``; one element where the
+    dtype has one byte). ValueError for an alignment not in :data:`ALIGNMENTS`."""
+    if align not in ALIGNMENTS:
+        raise ValueError(f"operand alignment {align!r}: expected one of {', '.join(ALIGNMENTS)}")
+    if align == "aligned":
+        return 0
+    if align == "element" or itemsize == 1:
+        return itemsize
+    return 2 * (operand % 4) + 1
+
+
+def at_offset(array: np.ndarray, shift: int) -> np.ndarray:
+    """A copy of ``array`` whose data starts ``shift`` bytes past a 256-byte boundary."""
+    size = array.size * array.dtype.itemsize
+    raw = np.empty(size + ALIGN + shift, np.uint8)
+    start = (-raw.ctypes.data) % ALIGN + shift
+    copy = raw[start : start + size].view(array.dtype).reshape(array.shape)
+    np.copyto(copy, array)
+    return copy
 MIN_BAND_BYTES = 4096
 MAX_BAND_BYTES = 1 << 20
 
@@ -70,14 +99,15 @@ def band_elements(shape: Sequence[int], itemsize: int) -> int:
     return -(-elements // per_align) * per_align
 
 
-def place(name: str, array: np.ndarray, band: int | None = None) -> Guarded:
-    """A guarded copy of ``array``: sentinel bands around an aligned view holding it."""
+def place(name: str, array: np.ndarray, band: int | None = None, shift: int = 0) -> Guarded:
+    """A guarded copy of ``array``: sentinel bands around a view holding it, ``shift``
+    bytes past a 256-byte boundary (the bands move with it)."""
     dtype = array.dtype
     band = band_elements(array.shape, dtype.itemsize) if band is None else band
     total = 2 * band + array.size
-    raw = np.empty(total * dtype.itemsize + ALIGN, np.uint8)
-    shift = (-raw.ctypes.data) % ALIGN
-    buffer = raw[shift : shift + total * dtype.itemsize].view(dtype)
+    raw = np.empty(total * dtype.itemsize + ALIGN + shift, np.uint8)
+    start = (-raw.ctypes.data) % ALIGN + shift
+    buffer = raw[start : start + total * dtype.itemsize].view(dtype)
     values.fill_unwritten(buffer)
     view = buffer[band : band + array.size].reshape(array.shape)
     np.copyto(view, array)

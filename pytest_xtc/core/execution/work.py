@@ -147,19 +147,18 @@ def call_kernel(
     adapter's run starts, ``transfer`` as it ends: the run limit times the target's work,
     not the copies around it."""
     interrupts.check()  # an adapter in this process may have caught the last Ctrl-C
+    shifts = [guard.offset(case.align, np.dtype(a.dtype).itemsize, n)
+              for n, a in enumerate([*inputs, *like])]
     if not guarded:
-        ins = [a.copy() for a in inputs]
-        outs = [_unwritten(o.shape, o.dtype, empty) for o in like]
-        report(phase)
-        result = adapter.run(artifact, ins, outs, timing)
-        report(TRANSFER)
-        return Call(_kept(inputs, ins), outs), result
+        return _call_unguarded(adapter, artifact, inputs, like, timing, shifts, empty, report,
+                               phase)
     in_names = [o.name for o in graphs.inputs(case.graph)]
     out_names = [o.name for o in graphs.outputs(case.graph)]
-    placed = [guard.place(n, a) for n, a in zip(in_names, inputs, strict=True)]
+    placed = [guard.place(n, a, shift=at) for n, a, at in zip(in_names, inputs, shifts,
+                                                               strict=False)]
     placed += [
-        guard.place(n, values.unwritten(o.shape, o.dtype))
-        for n, o in zip(out_names, like, strict=True)
+        guard.place(n, values.unwritten(o.shape, o.dtype), shift=at)
+        for n, o, at in zip(out_names, like, shifts[len(inputs) :], strict=True)
     ]
     views = [g.view for g in placed]
     report(phase)
@@ -168,6 +167,25 @@ def call_kernel(
     found = guard.check(placed)
     outs = [_copy(v, empty) for v in views[len(inputs) :]]
     return Call(_kept(inputs, views[: len(inputs)]), outs, found), result
+
+
+def _call_unguarded(adapter: TargetAdapter, artifact: Any, inputs: list[np.ndarray],
+                    like: list[np.ndarray], timing: Any, shifts: list[int], empty: Allocate,
+                    report: Callable[[str], None], phase: str) -> tuple[Call, Any]:
+    """A call on plain copies; operands the case puts off alignment (``shifts``) are
+    handed over at their offsets, their outputs copied into ``empty``'s memory after."""
+    ins = [guard.at_offset(a, at) if at else a.copy() for a, at in zip(inputs, shifts,
+                                                                       strict=False)]
+    outs = [_unwritten(o.shape, o.dtype, empty) for o in like]
+    given = [guard.at_offset(o, at) if at else o
+             for o, at in zip(outs, shifts[len(inputs) :], strict=True)]
+    report(phase)
+    result = adapter.run(artifact, ins, given, timing)
+    report(TRANSFER)
+    for out, used in zip(outs, given, strict=True):
+        if out is not used:
+            np.copyto(out, used)
+    return Call(_kept(inputs, ins), outs), result
 
 
 def _unwritten(shape: tuple[int, ...], dtype: Any, empty: Allocate) -> np.ndarray:

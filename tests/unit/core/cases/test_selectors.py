@@ -36,8 +36,8 @@ def _renamed(case_id: str, placement: dict[str, str] | None = None):  # type: ig
         ("matmul+relu-float32-13x11x7-none", {"A": "host", "B": "host", "R": "device"},
          "lacks memref.on_device"),
         ("unpad-float32-8x10-pad0:1-2_1:0-3-none", {"X": "device", "Y": "device"}, "unpad drops"),
-        ("pad-float64-1x7-pad0:3-2_1:4-3-none", None, "leading size-1 dimension"),
-        ("pad2d-float32-1x1x1x3-pad2-none", None, "leading size-1 dimension"),
+        ("pad-float64-1x17-pad0:3-0_1:1-0-none-element-offset", None, "leading size-1 dimension"),
+        ("pad2d-float32-1x1x1x1-pad1-0_1-2-none", None, "leading size-1 dimension"),
     ],
 )
 def test_nvgpu_bugs_are_recognised_in_a_user_case_named_anything(case_id, placement, reason):
@@ -54,9 +54,10 @@ def test_nvgpu_bugs_are_recognised_in_a_user_case_named_anything(case_id, placem
         ("relu-float32-64x129-vectorize", None),
         ("relu-float32-5x7-none", {"X": "device", "Y": "device"}),
         ("unpad-float32-8x10-pad0:1-2_1:0-3-none", {"X": "device", "Y": "host"}),
-        ("pad-float32-1x7-pad0:0-0_1:1-0-none", None),  # 1xN padded on axis 1 only
+        ("pad-float64-1x16-pad1:4-4-none", None),  # 1xN padded on axis 1 only
         ("pad-float32-1x16-pad1:4-4-tile", None),
-        ("pad2d-float32-2x1x8x1-pad3-none", None),  # the size-1 h follows a batch of 2
+        # the size-1 h follows a batch of 2
+        ("pad2d-float64-2x1x8x16-pad3-0_3-1-none-element-offset", None),
     ],
 )
 def test_nvgpu_entries_leave_cases_without_the_bug_alone(case_id, placement) -> None:

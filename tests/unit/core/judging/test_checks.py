@@ -134,14 +134,15 @@ def test_catalog_covers_every_pair_with_a_resnet_projection(capsys) -> None:
     assert all(c.complete for c in table.values())
     assert set(table["transpose"].values["axes"]) == set(itertools.permutations(range(3)))
     conv = table["conv2d"].values
-    assert set(conv["r"]) == {1, 3, 5, 7} and set(conv["stride"]) == {1, 2, 3}
+    assert set(conv["r"]) == set(conv["s"]) == {1, 3, 5, 7}
+    assert set(conv["stride_h"]) == set(conv["stride_w"]) == {1, 2, 3}
     assert table["matmul"].values["k"][4099] > 0
     ids = {c.id for c in builtin_cases()}
     assert len(ids) == len(builtin_cases())  # a pair a hand-picked case holds is not repeated
     assert "conv2d-float32-2x10x11x16-1x1x8-s2-p0-tile" in ids  # 1x1 stride 2, batch 2
     assert main(["coverage"]) == 0
     out = capsys.readouterr().out
-    assert "conv2d: 59 cases; pairs covered 791 of 791" in out and "stride    1:" in out
+    assert "conv2d: 84 cases; pairs covered 2189 of 2189" in out and "stride_h  1:" in out
 
 
 def test_a_cover_build_template_naming_no_parameter_is_refused() -> None:

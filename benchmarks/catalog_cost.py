@@ -1,0 +1,73 @@
+"""The catalog's cost: the host conformance suite with ``-n 2`` on an old catalog (a git
+ref, its own code: a temporary worktree) and on this tree's, alternating order each round,
+side by side in one run. Goal (issue 33): the new catalog at most 1.25 times the old.
+
+``--shard I/N`` runs one shard of each suite (``--xtc-shard``, the same hash of the case
+ids): a sample, for a machine that cannot spare the whole suite twice per round.
+
+    .venv/bin/python benchmarks/catalog_cost.py [--old main] [--rounds N] [--shard 1/4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+GOAL = 1.25
+
+
+def timed(tree: Path, workers: int, shard: str | None) -> tuple[float, str]:
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+               "--xtc-target=host", "--xtc-repeat=0", "-n", str(workers),
+               str(tree / "pytest_xtc" / "conformance")]
+    if shard:
+        command.append(f"--xtc-shard={shard}")
+    env = {**os.environ, "PYTHONPATH": str(tree)}  # that tree's code, not the installed one
+    start = time.perf_counter()
+    done = subprocess.run(command, cwd=tree, capture_output=True, text=True, env=env)
+    elapsed = time.perf_counter() - start
+    last = (done.stdout.strip().splitlines() or [done.stderr[-300:]])[-1]
+    if done.returncode not in (0, 1) or not re.search(r"\d+ (passed|failed)", last):
+        sys.exit(f"{' '.join(command)} failed ({done.returncode}): {last}")
+    return elapsed, last
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--old", default="main", help="git ref of the old catalog and code")
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--shard", default=None, help="I/N: one shard of each suite")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="xtc-catalog-cost-") as tmp:
+        old = Path(tmp) / "old"
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(old),
+                        args.old], check=True, capture_output=True)
+        try:
+            trees = {"old": old, "new": ROOT}
+            times: dict[str, list[float]] = {"old": [], "new": []}
+            for n in range(args.rounds):
+                order = ["old", "new"] if n % 2 == 0 else ["new", "old"]
+                for name in order:
+                    elapsed, said = timed(trees[name], args.workers, args.shard)
+                    times[name].append(elapsed)
+                    print(f"round {n + 1} {name}: {elapsed:7.1f} s  ({said})", flush=True)
+        finally:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(old)],
+                           capture_output=True)
+    before, after = (statistics.median(times[k]) for k in ("old", "new"))
+    sample = f", shard {args.shard}" if args.shard else ""
+    print(f"medians of {args.rounds} round(s), -n {args.workers}{sample}: old {before:.1f} s, "
+          f"new {after:.1f} s; ratio {after / before:.2f} (goal <= {GOAL})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,231 @@
+"""Faulty host variants, each wrong only in a dimension the catalog once left unvaried
+(issue 33): output and operand sizes past 16-bit indices, tiled reductions with a
+remainder, non-square filters, per-axis strides, asymmetric padding, attribute-only
+twins, operands off alignment. Each runs real XTC kernels and goes wrong as the compiler
+or runtime bug it names would; the catalog alone must reject every one."""
+
+from __future__ import annotations
+
+import copy
+import ctypes
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from pytest_xtc.core.adapter import ONCE, Artifact, RunResult, Timing
+from pytest_xtc.core.cases import twins, values
+from pytest_xtc.core.cases.case import Case
+from pytest_xtc.selftest.tampered import Tampered
+from pytest_xtc.targets.host import HostTarget
+
+WIDTH = 1 << 16  # a 16-bit index wraps here
+
+
+class OutputIndex16(Tampered):
+    """The output index is kept in 16 bits: element i is stored at i mod 2^16, so past
+    65,536 elements the later results overwrite the first ones and the rest is never
+    written."""
+
+    def spoil(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
+        for out in outputs:
+            if out.size > WIDTH:
+                flat = out.reshape(-1)
+                kept = flat.copy()
+                values.fill_unwritten(flat)
+                flat[np.arange(kept.size) & (WIDTH - 1)] = kept
+
+
+class InputIndex16(Tampered):
+    """Input indices are kept in 16 bits: past 65,536 elements an input is read at its
+    index mod 2^16."""
+
+    def feed(self, inputs: Sequence[np.ndarray]) -> Sequence[np.ndarray]:
+        return [a.reshape(-1)[np.arange(a.size) & (WIDTH - 1)].reshape(a.shape)
+                if a.size > WIDTH else a for a in inputs]
+
+
+def _reduction_tiles(case: Case) -> dict[str, int]:
+    """Reduction loop -> the outermost factor the main schedule cuts it by (tile,
+    strip_mine)."""
+    found: dict[str, int] = {}
+    for primitive, args in case.schedule.steps:
+        if primitive in ("tile", "strip_mine") and len(args) > 1 and isinstance(args[1], dict):
+            sizes = [v for v in args[1].values() if isinstance(v, int)]
+            if args[0] in ("k", "r", "s", "c") and sizes:
+                found[str(args[0])] = sizes[0]
+    return found
+
+
+class ReductionRemainder(Tampered):
+    """A tiled reduction loop (matmul k, conv2d r, s, c) loses its remainder: where the
+    tile does not divide the loop, the last K mod T terms of every sum are skipped
+    (``SCALE`` 0); ``SCALE`` 2: they are added twice (a remainder loop run after a full
+    last tile that already covered it)."""
+
+    SCALE = 0.0
+    AXES: ClassVar[dict[str, dict[str, int]]] = {
+        "matmul": {"k": 0}, "conv2d": {"r": 0, "s": 1, "c": 2}}
+
+    def compile(self, case: Case, workdir: Path) -> Artifact:
+        artifact = super().compile(case, workdir)
+        ops = [n["expr"]["op"]["name"] for n in case.graph["nodes"]]
+        axes = next((self.AXES[o] for o in ops if o in self.AXES), {})
+        artifact.cut = {axes[k]: t for k, t in _reduction_tiles(case).items()  # type: ignore[attr-defined]
+                        if k in axes}
+        return artifact
+
+    def run(self, artifact: Artifact, inputs: Sequence[np.ndarray],
+            outputs: Sequence[np.ndarray], timing: Timing = ONCE) -> RunResult:
+        cut: dict[int, int] = getattr(artifact, "cut", {})
+        if cut and len(inputs) > 1:
+            weights = inputs[1].copy()
+            for axis, tile in cut.items():
+                size = weights.shape[axis]
+                if size % tile:
+                    index = [slice(None)] * weights.ndim
+                    index[axis] = slice(size - size % tile, size)
+                    weights[tuple(index)] *= np.asarray(self.SCALE, weights.dtype)
+            inputs = [inputs[0], weights, *inputs[2:]]
+        return HostTarget.run(self, artifact, inputs, outputs, timing)
+
+
+class ReductionRemainderTwice(ReductionRemainder):
+    """A tiled reduction's remainder is added twice."""
+
+    SCALE = 2.0
+
+
+class SquareFilter(Tampered):
+    """conv2d assumes square filters: the weight at (r, s) is read at offset r R + s (R
+    for S); right only where R == S (past the weights: zeros)."""
+
+    def feed(self, inputs: Sequence[np.ndarray]) -> Sequence[np.ndarray]:
+        if len(inputs) < 2 or inputs[1].ndim != 4 or inputs[0].ndim != 4:
+            return inputs
+        w = inputs[1]
+        r, s, c, f = w.shape
+        if r == s:
+            return inputs
+        flat = np.zeros((r * r + s, c, f), w.dtype)
+        flat[: r * s] = w.reshape(r * s, c, f)
+        rows = (np.arange(r)[:, None] * r + np.arange(s)[None, :]).reshape(-1)
+        return [inputs[0], flat[rows].reshape(w.shape), *inputs[2:]]
+
+
+class _Recompiled(HostTarget):
+    """A host target compiling an altered graph (:meth:`alter`); its kernel writes an
+    output of the altered graph's shapes, whose overlap with the case's outputs is kept
+    (the rest is never written)."""
+
+    def alter(self, graph: dict[str, Any]) -> None:
+        """Change the graph's nodes in place."""
+
+    def compile(self, case: Case, workdir: Path) -> Artifact:
+        from pytest_xtc.core.cases import graphs
+
+        graph = copy.deepcopy(case.graph)
+        self.alter(graph)
+        artifact = super().compile(replace(case, graph=graph), workdir)
+        artifact.handle = (artifact.handle, [o.shape for o in graphs.outputs(graph)])
+        return artifact
+
+    def run(self, artifact: Artifact, inputs: Sequence[np.ndarray],
+            outputs: Sequence[np.ndarray], timing: Timing = ONCE) -> RunResult:
+        module, shapes = artifact.handle
+        full = [values.unwritten(s, o.dtype) for s, o in zip(shapes, outputs, strict=True)]
+        result = super().run(Artifact(artifact.directory, module), inputs, full, timing)
+        for out, whole in zip(outputs, full, strict=True):
+            values.fill_unwritten(out)
+            common = tuple(slice(0, min(a, b)) for a, b in zip(out.shape, whole.shape,
+                                                                strict=True))
+            out[common] = whole[common]
+        return result
+
+
+class StridesSwapped(_Recompiled):
+    """conv2d takes its strides as [sw, sh]: right only where they are equal."""
+
+    def alter(self, graph: dict[str, Any]) -> None:
+        for node in graph["nodes"]:
+            op = node["expr"]["op"]
+            if op["name"] == "conv2d" and isinstance(op["attrs"].get("stride"), list):
+                op["attrs"]["stride"] = op["attrs"]["stride"][::-1]
+
+
+class PadSidesSwapped(_Recompiled):
+    """pad2d pads each axis (after, before): right only where both sides are equal."""
+
+    def alter(self, graph: dict[str, Any]) -> None:
+        for node in graph["nodes"]:
+            op = node["expr"]["op"]
+            if op["name"] == "pad2d" and isinstance(op["attrs"].get("padding"), dict):
+                op["attrs"]["padding"] = {k: list(v)[::-1]
+                                          for k, v in op["attrs"]["padding"].items()}
+
+
+class CacheWithoutAttributes(HostTarget):
+    """Compiled kernels are cached by the graph's ops, shapes, dtype and schedule, not its
+    attributes: a case whose twin (the same graph, other attributes) compiled first in
+    this process gets the twin's kernel."""
+
+    kept: ClassVar[dict[str, Artifact]] = {}
+
+    def compile(self, case: Case, workdir: Path) -> Artifact:
+        key = twins.structure(case)
+        if key not in self.kept:
+            self.kept[key] = super().compile(case, workdir)
+        return self.kept[key]
+
+
+def _aligned_down(array: np.ndarray, boundary: int) -> tuple[int, int]:
+    address = array.ctypes.data
+    return address - address % boundary, address % boundary
+
+
+class AlignedLoads(Tampered):
+    """Vector loads assume 16-byte aligned inputs: an input that is not is read from its
+    address rounded down to 16 bytes (its elements shifted)."""
+
+    BOUNDARY = 16
+
+    def feed(self, inputs: Sequence[np.ndarray]) -> Sequence[np.ndarray]:
+        fed = []
+        for a in inputs:
+            start, off = _aligned_down(a, self.BOUNDARY)
+            if off and a.flags["C_CONTIGUOUS"]:
+                raw = ctypes.string_at(start, a.nbytes)
+                a = np.frombuffer(raw, a.dtype).reshape(a.shape).copy()
+            fed.append(a)
+        return fed
+
+
+class AlignedStores(Tampered):
+    """Vector stores assume 16-byte aligned outputs: an output that is not is written at
+    its address rounded down to 16 bytes (before its start; its last bytes unwritten)."""
+
+    BOUNDARY = 16
+
+    def spoil(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
+        for out in outputs:
+            start, off = _aligned_down(out, self.BOUNDARY)
+            if off and out.flags["C_CONTIGUOUS"]:
+                data = out.tobytes()
+                values.fill_unwritten(out)
+                ctypes.memmove(start, data, len(data))
+
+
+DIMENSION_FAULTS: dict[str, type[HostTarget]] = {
+    "output-index-16bit": OutputIndex16,
+    "input-index-16bit": InputIndex16,
+    "reduction-remainder-dropped": ReductionRemainder,
+    "reduction-remainder-twice": ReductionRemainderTwice,
+    "square-filter-assumed": SquareFilter,
+    "strides-swapped": StridesSwapped,
+    "pad-sides-swapped": PadSidesSwapped,
+    "cache-without-attributes": CacheWithoutAttributes,
+    "aligned-loads": AlignedLoads,
+    "aligned-stores": AlignedStores,
+}

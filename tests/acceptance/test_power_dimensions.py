@@ -1,0 +1,126 @@
+"""The catalog's new dimensions (issue 33, classes 1 to 6): for each, a faulty host variant
+(``selftest/faults_dimensions.py``) is rejected by a catalog case, and the real host passes
+the same cases with three seeds; the coverage shows the dimensions; user cases differing
+only in attributes get distinct ids and run back to back."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from pytest_xtc.conformance import builtin_cases, coverage_table
+from pytest_xtc.core.adapter import TargetSpec
+from pytest_xtc.core.cases.case import Case, load_case_paths
+from pytest_xtc.core.execution import guard
+from pytest_xtc.core.execution.runner import Settings, run_case
+from pytest_xtc.core.outcome import Status
+from pytest_xtc.ops.builder import GraphBuilder
+from pytest_xtc.selftest import faults
+from pytest_xtc.targets.host import HostTarget
+
+SEEDS = (0, 1, 2)
+#: fault -> catalog cases that must reject it (the dimension it hides in)
+CAUGHT_BY = {
+    "output-index-16bit": ["relu-float32-257x259-none"],  # class 1
+    "input-index-16bit": ["matmul-float32-257x259x257-vectorize"],
+    "reduction-remainder-dropped": ["matmul-float32-31x17x13-unroll_k"],  # class 2
+    "reduction-remainder-twice": ["conv2d-float32-1x7x8x17-5x3x8-s1-p0-2_1-0-tile_c"],
+    "square-filter-assumed": ["conv2d-float32-1x10x1x3-3x1x5-s3x2-p1-1_0-0-split"],  # class 3
+    "strides-swapped": ["conv2d-float32-1x10x1x3-3x1x5-s3x2-p1-1_0-0-split"],
+    "pad-sides-swapped": ["conv2d-float32-1x8x8x3-3x3x4-s2-p0-1_0-1-none"],  # class 4
+    "cache-without-attributes": ["pad2d-float32-1x5x6x3-pad0-1_1-0-none"],  # class 5
+    "aligned-loads": ["matmul-float32-16x37x8-tile_ijk-odd-offset"],  # class 6
+    "aligned-stores": ["matmul-float32-64x3x29-unroll-odd-offset"],
+}
+
+
+def catalog(*ids: str) -> list[Case]:
+    found = {c.id: c for c in builtin_cases()}
+    return [found[i] for i in ids]
+
+
+@pytest.mark.parametrize("name", sorted(CAUGHT_BY))
+def test_dimension_fault_rejected_real_host_accepted(name: str, tmp_path: Path) -> None:
+    chosen = catalog(*CAUGHT_BY[name])
+    bad = faults.make(name)
+    verdicts = [run_case(bad, c, tmp_path / f"bad-{n}", Settings(0)) for n, c in enumerate(chosen)]
+    assert all(o.status is Status.FAILED for o in verdicts), [o.message for o in verdicts]
+    host = HostTarget(TargetSpec("host", "host"))
+    for seed in SEEDS:
+        for n, case in enumerate(chosen):
+            outcome = run_case(host, case, tmp_path / f"host-{seed}-{n}", Settings(seed))
+            assert outcome.status is Status.PASSED, (seed, case.id, outcome.message)
+
+
+def test_every_dimension_fault_is_in_the_selftest() -> None:
+    from pytest_xtc.selftest import proof
+
+    assert set(CAUGHT_BY) <= set(faults.FAULTS)
+    ids = {c.id for c in proof.selected_cases()}
+    assert {i for chosen in CAUGHT_BY.values() for i in chosen} <= ids
+
+
+def test_coverage_shows_the_new_dimensions() -> None:
+    table = coverage_table()
+    conv = table["conv2d"]
+    for name in ("r", "s", "stride_h", "stride_w", "pad_top", "pad_bottom", "pad_left",
+                 "pad_right", "align"):
+        assert name in conv.values and all(conv.values[name].values()), name
+    assert conv.complete
+    assert {"tile_k", "split_k", "strip_mine_k"} <= set(table["matmul"].values["schedule"])
+    assert {"tile_c", "tile_rs"} <= set(conv.values["schedule"])
+    assert set(table["pad2d"].values) >= {"top", "bottom", "left", "right", "value", "align"}
+    lines = "\n".join(conv.lines())
+    assert "pad_left" in lines and "align" in lines
+
+
+def test_catalog_crosses_16_bit_widths_and_pairs_non_square_filters() -> None:
+    every = builtin_cases()
+    from pytest_xtc.core.cases import graphs
+
+    big = {c.op for c in every
+           if any(np.prod(o.shape) > 65536 for o in graphs.outputs(c.graph))}
+    assert {"matmul", "conv2d", "relu", "pad", "pad2d", "unpad", "transpose", "reshape"} <= big
+    filters = {tuple(c.graph["inputs"][1]["expr"]["type"]["shape"][:2])
+               for c in every if c.op == "conv2d"}
+    assert {(1, 3), (3, 1)} <= filters
+    assert sum(c.twin is not None for c in every) >= 4
+
+
+def test_operand_offsets() -> None:
+    assert guard.offset("aligned", 4, 0) == 0
+    assert guard.offset("element", 8, 3) == 8
+    assert [guard.offset("odd", 4, n) for n in range(3)] == [1, 3, 5]
+    with pytest.raises(ValueError, match="operand alignment"):
+        guard.offset("sideways", 4, 0)
+    placed = guard.place("A", np.arange(6, dtype=np.float32), shift=3)
+    assert placed.view.ctypes.data % guard.ALIGN == 3
+    assert placed.view.tolist() == list(range(6))
+    assert not placed.violations()
+
+
+def _pad_file(folder: Path, sides: list[int]) -> Path:
+    g = GraphBuilder("padded")
+    y = g.node("pad2d", "Y", [g.tensor("X", (1, 4, 5, 2), "float32")],
+               padding={1: sides[:2], 2: sides[2:]}, constant_value=0)
+    folder.mkdir()
+    path = folder / "padded.yaml"
+    path.write_text(yaml.safe_dump(g.output(y)))
+    return path
+
+
+def test_attribute_twins_in_user_files_get_distinct_ids_and_run_back_to_back(
+        tmp_path: Path) -> None:
+    first = _pad_file(tmp_path / "a", [0, 1, 1, 0])
+    second = _pad_file(tmp_path / "b", [1, 0, 0, 1])
+    loaded = load_case_paths([first, second])
+    ids = [c.id for c in loaded]
+    assert len(set(ids)) == len(ids), ids
+    assert any("Y.padding=1:0_1_2:1_0" in i for i in ids), ids
+    assert all(c.twin is not None for c in loaded)
+    bad = faults.make("cache-without-attributes")
+    verdicts = [run_case(bad, c, tmp_path / f"w{n}", Settings(0)) for n, c in enumerate(loaded)]
+    assert any(o.status is Status.FAILED for o in verdicts)
