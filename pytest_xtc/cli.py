@@ -1,12 +1,13 @@
-"""``xtc-conformance``: list targets, run a certification, verify and merge bundles, and
-prove the suite's own power (``selftest``).
+"""``xtc-conformance``: list targets, run a certification, verify, merge and compare
+bundles, and prove the suite's own power (``selftest``).
 
 Exit status: 0 when all went well, 1 when a bundle does not verify or cannot be merged,
 when ``verify --rerun N`` finds a rerun case that disagrees with the bundle, or when
 ``run`` finds a target not conformant (with or without waivers) to a claimed profile
 (``--profile``, default core; "not applicable" fails too; a shard counts when nothing but
 its being one shard stands against it) or a bundle that does not certify, 2 for a usage
-error. ``run`` passes on pytest's own status when pytest wrote no bundle.
+error. ``run`` passes on pytest's own status when pytest wrote no bundle. ``diff`` exits 1
+when its ``--fail-on`` condition holds or a bundle cannot be read.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 
 from pytest_xtc.core.execution import registry
 from pytest_xtc.importer import command as importer
-from pytest_xtc.report import bundle, merge, verify
+from pytest_xtc.report import bundle, diff_command, merge, verify
 from pytest_xtc.report.model import Report, Scope
 from pytest_xtc.report.profiles import PROFILES
 from pytest_xtc.report.reasons import ReasonCode
@@ -180,8 +181,9 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(prog=PROG, description=description())
+    parser.add_argument("--version", action="version", version=version_text())
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     option_help = "an adapter option (as --xtc-KEY of pytest); repeatable"
 
     listing = sub.add_parser("list", help="registered targets and their status here")
@@ -204,7 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     verify = sub.add_parser("verify", help="check a bundle: checksums, completeness, "
                             "consistency of results and verdicts")
-    verify.add_argument("bundle", type=Path, metavar="DIR")
+    verify.add_argument("bundle", type=Path, metavar="DIR", help="the bundle directory")
     verify.add_argument("--rerun", type=int, metavar="N",
                         help="also re-run N results drawn at random on this machine and "
                         "compare statuses (and output digests where deterministic)")
@@ -218,16 +220,31 @@ def build_parser() -> argparse.ArgumentParser:
                    "parameters: every value, and every pair of values (all-pairs)")
 
     merge = sub.add_parser("merge", help="merge bundles of shards or machines into one")
-    merge.add_argument("out", type=Path, metavar="OUT")
-    merge.add_argument("bundles", type=Path, nargs="+", metavar="DIR")
+    merge.add_argument("out", type=Path, metavar="OUT",
+                       help="the merged bundle's directory (new, empty, or a bundle to replace)")
+    merge.add_argument("bundles", type=Path, nargs="+", metavar="DIR",
+                       help="the bundles to merge (shards or machines of one run)")
 
     shrink = sub.add_parser("shrink", help="reduce every failed case of a bundle to the "
                             "smallest case that fails the same way, as case files")
-    shrink.add_argument("bundle", type=Path, metavar="DIR")
+    shrink.add_argument("bundle", type=Path, metavar="DIR",
+                        help="the bundle whose failed cases are shrunk")
     shrink.add_argument("-o", "--out", type=Path, default=None, metavar="OUT",
                         help="where the case files go (default: DIR/shrunk)")
     importer.add_parser(sub)
+    diff_command.add_parser(sub)
     return parser
+
+
+def description() -> str:
+    """The module docstring's first paragraph, whole."""
+    return " ".join((__doc__ or "").split("\n\n")[0].split())
+
+
+def version_text() -> str:
+    from pytest_xtc import SUITE_VERSION, __version__
+
+    return f"{PROG} (pytest-xtc) {__version__}, conformance suite {SUITE_VERSION}"
 
 
 def cmd_shrink(args: argparse.Namespace) -> int:
@@ -280,6 +297,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return importer.main(args)
         if args.command == "coverage":
             return cmd_coverage()
+        if args.command == "diff":
+            return diff_command.main(args)
         return cmd_merge(args)
     except CliError as exc:
         print(visible(f"{PROG}: {exc}"), file=sys.stderr)
