@@ -90,7 +90,9 @@ def cmd_run(args: argparse.Namespace, extra: Sequence[str]) -> int:
         raise CliError(f"run: {exc}", 2) from None
     import pytest
 
-    status = int(pytest.main(pytest_args(args)))
+    from pytest_xtc.report.progress import PytestProgress
+
+    status = int(pytest.main(pytest_args(args), plugins=[PytestProgress()]))
     if not (args.report / bundle.MANIFEST).is_file():
         print(f"{PROG}: run: pytest ended with status {status} and wrote no bundle",
               file=sys.stderr)

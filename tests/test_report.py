@@ -15,7 +15,7 @@ from pytest_xtc import SUITE_VERSION, cli
 from pytest_xtc.conformance import builtin_cases
 from pytest_xtc.core.cases.case import DEVICE, HOST
 from pytest_xtc.core.cases.selectors import Selector, Traits
-from pytest_xtc.report import bundle, caseset, suitecheck, verify
+from pytest_xtc.report import bundle, caseset, page, suitecheck, verify
 from pytest_xtc.report import chart as plot
 from pytest_xtc.report.profiles import profile_of
 from pytest_xtc.report.reasons import ReasonCode, parse
@@ -297,7 +297,7 @@ def test_report_of_a_filtered_run(pytester: pytest.Pytester, run: Any) -> None:
     result = run("--xtc-target=host", "--xtc-report=rep", "--junitxml=junit.xml", "-k", FEW)
     result.assert_outcomes(passed=9)
     where = pytester.path / "rep"
-    expected = [*bundle.CONTENT, bundle.MANIFEST, plot.PLOT]  # perf.svg: the per-op chart
+    expected = [*bundle.CONTENT, bundle.MANIFEST, plot.PLOT, page.NAME]  # perf.svg: the chart
     assert sorted(p.name for p in where.iterdir()) == sorted(expected)
     assert (pytester.path / "junit.xml").is_file()
     lines = (where / bundle.RESULTS).read_text().splitlines()

@@ -10,8 +10,8 @@ from __future__ import annotations
 import datetime
 import shlex
 import sys
-import warnings
 import time
+import warnings
 from dataclasses import replace
 from pathlib import Path
 from typing import Any

@@ -14,6 +14,7 @@ from pytest_xtc.core.adapter import TargetAdapter, TargetSpec
 from pytest_xtc.core.cases.case import Case
 from pytest_xtc.core.execution.runner import Settings, run_case
 from pytest_xtc.core.outcome import Status
+from pytest_xtc.report.progress import Progress
 from pytest_xtc.selftest import faults
 from pytest_xtc.targets.host import HostTarget
 
@@ -67,7 +68,7 @@ class Tally:
 
 
 def _run(adapter: TargetAdapter, cases: Sequence[Case], seed: int, workdir: Path,
-         first: bool = False) -> Tally:
+         first: bool = False, progress: Progress | None = None) -> Tally:
     """Every case on ``adapter``; with ``first``, up to the first case it fails (enough to
     reject a faulty variant)."""
     tally = Tally(adapter.name, 0)
@@ -75,6 +76,8 @@ def _run(adapter: TargetAdapter, cases: Sequence[Case], seed: int, workdir: Path
     for n, case in enumerate(cases):
         outcome = run_case(adapter, case, workdir / f"{adapter.name}-{seed}-{n}", settings(seed))
         tally.cases += 1
+        if progress is not None and not first:
+            progress.advance(note=f"host, seed {seed}")
         if outcome.status is not Status.PASSED:
             tally.rejected.append(case.id)
             tally.causes.append(f"[{outcome.phase}] {outcome.message}")
@@ -91,9 +94,12 @@ def run(log: Callable[[str], None] = print) -> bool:
     with tempfile.TemporaryDirectory(prefix="xtc-selftest-") as tmp:
         workdir = Path(tmp)
         log(f"selftest: {len(faults.FAULTS)} faulty host variants over {len(cases)} cases")
+        # a variant counts as one case (most stop at their first): an estimate, on a TTY
+        progress = Progress("selftest runs", len(faults.FAULTS) + len(SEEDS) * len(cases))
         rejected = 0
         for name in faults.FAULTS:
             tally = _run(faults.make(name), cases, SEEDS[0], workdir, first=True)
+            progress.advance(note=name)
             caught = len(tally.rejected)
             rejected += bool(caught)
             verdict = (f"REJECTED at case {tally.cases} of {len(cases)}" if caught
@@ -105,7 +111,7 @@ def run(log: Callable[[str], None] = print) -> bool:
         log(f"faulty variants rejected: {rejected} of {len(faults.FAULTS)}")
         host = HostTarget(TargetSpec("host", "host"))
         for seed in SEEDS:
-            tally = _run(host, cases, seed, workdir)
+            tally = _run(host, cases, seed, workdir, progress=progress)
             passed = tally.cases - len(tally.rejected)
             log(f"host, seed {seed}: {passed} of {tally.cases} passed ({tally.seconds:.1f} s)")
             for case_id, cause in zip(tally.rejected, tally.causes, strict=True):

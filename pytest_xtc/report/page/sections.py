@@ -110,8 +110,8 @@ def matrix(name: str, entry: Target) -> list[str]:
 
 
 def _cell(counts: Mapping[str, int]) -> str:
-    spans = "".join(f'<span class="{status_class(s)}">{counts[s]} {esc(s)}</span>'
-                    for s in status_sort(counts))
+    spans = " ".join(f'<span class="{status_class(s)}">{counts[s]} {esc(s)}</span>'
+                     for s in status_sort(counts))
     return f'<td class="cell {cell_class(dict(counts))}">{spans or "-"}</td>'
 
 
