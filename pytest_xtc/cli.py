@@ -90,9 +90,11 @@ def cmd_run(args: argparse.Namespace, extra: Sequence[str]) -> int:
         raise CliError(f"run: {exc}", 2) from None
     import pytest
 
-    from pytest_xtc.report.progress import PytestProgress
+    from pytest_xtc.report import progress
 
-    status = int(pytest.main(pytest_args(args), plugins=[PytestProgress()]))
+    # a line of progress now and then, on a terminal only (quiet in CI logs)
+    shown = {"plugins": [progress.PytestProgress()]} if progress.wanted(sys.stdout) else {}
+    status = int(pytest.main(pytest_args(args), **shown))
     if not (args.report / bundle.MANIFEST).is_file():
         print(f"{PROG}: run: pytest ended with status {status} and wrote no bundle",
               file=sys.stderr)
