@@ -169,3 +169,17 @@ def test_diff_refuses_what_is_not_a_bundle(tmp_path: Path,
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and str(tmp_path) in err and "bundle" in err
     assert cli.main(["diff", str(tmp_path), str(tmp_path), "--alpha", "2"]) == 2
+
+
+def test_a_bundle_changed_after_writing_is_compared_with_a_warning(
+        host_bundle: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    changed = tmp_path / "changed"
+    shutil.copytree(host_bundle, changed)
+    with (changed / "results.jsonl").open("a") as results:
+        results.write("")  # the same bytes: no warning
+    assert cli.main(["diff", str(host_bundle), str(changed)]) == 0
+    assert capsys.readouterr().err == ""
+    (changed / "summary.md").write_text("forged\n")
+    assert cli.main(["diff", str(host_bundle), str(changed)]) == 0
+    err = capsys.readouterr().err
+    assert f"warning: {changed}: summary.md: checksum mismatch" in err

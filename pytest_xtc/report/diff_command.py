@@ -45,11 +45,15 @@ def main(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     try:
-        _, old, _ = bundle.read(args.old)
-        report, new, _ = bundle.read(args.new)
+        _, old, old_problems = bundle.read(args.old)
+        report, new, new_problems = bundle.read(args.new)
     except bundle.BundleError as exc:
         print(visible(f"xtc-conformance: diff: {exc}"), file=sys.stderr)
         return 1
+    for path, problems in ((args.old, old_problems), (args.new, new_problems)):
+        for problem in problems:  # compared all the same; verify says more
+            print(visible(f"xtc-conformance: diff: warning: {path}: {problem}"),
+                  file=sys.stderr)
     found = diff.compare(old, new, old_name=str(args.old), new_name=str(args.new),
                          alpha=args.alpha, threshold=args.threshold)
     if args.json:
