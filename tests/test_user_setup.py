@@ -114,3 +114,35 @@ def test_python_versions_are_those_ci_tests() -> None:
     assert project["license"] == "BSD-3-Clause" and "License ::" not in str(project)
     build = tomllib.loads((ROOT / "pyproject.toml").read_text())["build-system"]["requires"]
     assert build == ["setuptools>=77"], "PEP 639's license = SPDX needs setuptools 77"
+
+
+def test_suite_in_a_venv_below_the_rootdir_is_collected_once(tmp_path: Path) -> None:
+    """The README's layout: the venv in the directory pytest runs in. pytest ignores
+    virtual environments there; the suite in it is still collected, once (not again
+    through the venv's lib64 link), with its package node id, and nothing else of the venv
+    is. Here the venv holds a copy of pytest_xtc; its dependencies come from this one."""
+    import site
+    import sysconfig
+
+    venv = tmp_path / "xtc-env"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    own = Path(sysconfig.get_paths(vars={"base": str(venv), "platbase": str(venv)})["purelib"])
+    shutil.copytree(ROOT / "pytest_xtc", own / "pytest_xtc",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    (own / "stray_test_module").mkdir()
+    (own / "stray_test_module" / "test_stray.py").write_text("def test_stray(): pass\n")
+    (own / "base.pth").write_text("".join(f"import site; site.addsitedir({p!r})\n"
+                                          for p in site.getsitepackages()))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "XTC_"))
+           and k != "PYTHONPATH"}
+    done = subprocess.run([str(venv / "bin" / "python"), "-m", "pytest", "-p",
+                           "no:cacheprovider", "--xtc-target=host", "--co", "-q", "-k",
+                           "relu-float32-5x7-none"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    ids = [line for line in done.stdout.splitlines() if "::" in line]
+    assert ids == ["pytest_xtc/conformance/test_conformance.py::test_conformance"
+                   "[host-relu-float32-5x7-none]",
+                   "pytest_xtc/conformance/test_conformance.py::test_conformance"
+                   "[host-relu-float32-5x7-none-exact]"], done.stdout[-2000:]
+    assert "2/" in done.stdout and "stray" not in done.stdout

@@ -17,6 +17,7 @@ name with ``-`` as ``_``, without a device ordinal), each op of the graph (``mat
 
 from __future__ import annotations
 
+import functools
 import gc
 import importlib
 import re
@@ -75,12 +76,39 @@ def add_suite_to_args(config: pytest.Config) -> None:
 
 
 def suite_path(config: pytest.Config, path: Path) -> str:
-    """The suite module's path for node ids: relative to the rootdir when inside it,
-    else :data:`PACKAGE_PATH` (``/``-separated either way)."""
+    """The suite module's path for node ids: relative to the rootdir when inside it and
+    not installed (a checkout), else :data:`PACKAGE_PATH` (``/``-separated either way)."""
+    if _installed_in() is not None or {"site-packages", "dist-packages"} & set(path.parts):
+        return PACKAGE_PATH
     try:
         return path.relative_to(config.rootpath).as_posix()
     except ValueError:
         return PACKAGE_PATH
+
+
+@functools.cache
+def _installed_in() -> Path | None:
+    """The virtual environment holding the suite module, if any (its pyvenv.cfg)."""
+    from pytest_xtc.conformance import SUITE_MODULE
+
+    return next((d for d in SUITE_MODULE.resolve().parents if (d / "pyvenv.cfg").is_file()),
+                None)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """pytest ignores virtual environments below the rootdir (``python3 -m venv env``
+    then ``pytest --xtc-target=host`` in the same directory): in the one holding the
+    suite, the directories leading to the suite module, and the module, are collected;
+    anything else there stays ignored."""
+    from pytest_xtc.conformance import SUITE_MODULE
+
+    venv = _installed_in()
+    if venv is None or not collection_path.resolve().is_relative_to(venv):
+        return None
+    # compared as found, not resolved: a venv's lib64 links to lib (the suite once only)
+    suite = SUITE_MODULE.absolute()
+    return not (collection_path == suite or collection_path in suite.parents)
 
 
 class SuiteModule(pytest.Module):
