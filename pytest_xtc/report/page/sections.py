@@ -86,7 +86,9 @@ def matrix(name: str, entry: Target) -> list[str]:
     cells: dict[tuple[str, str, str], Counter[str]] = defaultdict(Counter)
     for record in entry.results or ():
         kind = kinds.get(record.case) or dict(record.traits or {})
-        op = str(kind.get("op") or "+".join(kind.get("ops") or ()) or record.case.split("-")[0])
+        ops = kind.get("ops")
+        joined = "+".join(map(str, ops)) if isinstance(ops, (list, tuple)) else ""
+        op = str(kind.get("op") or joined or record.case.split("-")[0])
         key = (op, str(kind.get("dtype", "-")), str(kind.get("placement", "-")))
         cells[key][shown_status(record, entry)] += 1
     if not cells:
@@ -162,8 +164,12 @@ def coverage(report: Report) -> list[str]:
         return ["<p class=muted>No coverage recorded.</p>"]
     rows = []
     for family, facts in sorted(found.items()):
-        values = facts.get("values") or {}
-        shown = "; ".join(f"{p}: " + ", ".join(f"{v} ({n})" for v, n in c.items())
+        if not isinstance(facts, Mapping):
+            continue  # a newer writer's shape: left out, not guessed
+        values = facts.get("values")
+        values = values if isinstance(values, Mapping) else {}
+        shown = "; ".join(f"{p}: " + (", ".join(f"{v} ({n})" for v, n in c.items())
+                                       if isinstance(c, Mapping) else str(c))
                           for p, c in values.items())
         complete = "complete" if facts.get("complete") else "<b class=bad>incomplete</b>"
         rows.append([esc(family), esc(facts.get("cases")),
