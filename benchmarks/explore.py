@@ -32,7 +32,7 @@ def plain(n: int, seed: int = 0) -> int:
     """The loop a user would write with XTC alone; returns the schedules checked."""
     from plain_xtc import checked_calls  # this folder: the suite's calls, as plain XTC
 
-    from pytest_xtc.core.execution.xtc_env import bootstrap
+    from pytest_xtc.core.xtc.xtc_env import bootstrap
     from pytest_xtc.exploration.explore import PRT_SCHEME, strategy_seed
 
     bootstrap()

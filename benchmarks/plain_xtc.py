@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from pytest_xtc.core.execution.xtc_env import bootstrap
+from pytest_xtc.core.xtc.xtc_env import bootstrap
 
 CALLS = 2  # fresh-input calls per case, as the suite makes (core/execution/runner.CALLS)
 
@@ -79,7 +79,7 @@ def main() -> int:
     from xtc.backends.mlir import Backend
 
     if "--kept-runtime" in sys.argv:
-        from pytest_xtc.core.execution import runtime_cache
+        from pytest_xtc.core.xtc import runtime_cache
 
         runtime_cache.install()
 

@@ -131,7 +131,7 @@ def _site_env(root: Path, count: int, label: str) -> dict[str, str]:
 DECLARATIONS = """
 import time
 start = time.perf_counter()
-from pytest_xtc.core.execution import adapter_declarations
+from pytest_xtc.core.adapters import adapter_declarations
 adapter_declarations.option_declarations()
 print((time.perf_counter() - start) * 1000)
 """

@@ -18,10 +18,10 @@ from pathlib import Path
 from pytest_xtc.conformance import builtin_cases
 from pytest_xtc.core.adapter import TargetSpec
 from pytest_xtc.core.cases import graphs, values
-from pytest_xtc.core.execution import hygiene, isolation
 from pytest_xtc.core.execution.settings import Settings
 from pytest_xtc.core.execution.work import WorkRequest, target_work
 from pytest_xtc.core.outcome import Phase
+from pytest_xtc.core.workers import hygiene, isolation
 from pytest_xtc.targets.host import HostTarget
 
 PICK = ("matmul-float32-13x11x7-", "relu-float32-5x7-", "matmul-float32-31x37x29-")

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
         Timing,
     )
     from pytest_xtc.core.cases.case import Case, Schedule
-    from pytest_xtc.core.execution import xtc_env
+    from pytest_xtc.core.xtc import xtc_env
 
 __version__ = "0.2.0"
 SUITE_VERSION = "0.2.0"
@@ -61,7 +61,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name == "xtc_env":
-        return importlib.import_module("pytest_xtc.core.execution.xtc_env")
+        return importlib.import_module("pytest_xtc.core.xtc.xtc_env")
     if name in _EXPORTS:
         return getattr(importlib.import_module(_EXPORTS[name]), name)
     raise AttributeError(f"module 'pytest_xtc' has no attribute {name!r}")

@@ -19,16 +19,16 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
-from pytest_xtc.core.execution import registry
+from pytest_xtc.core.adapters import registry
 from pytest_xtc.importer import command as importer
 from pytest_xtc.report import bundle, diff_command, merge, verify
-from pytest_xtc.report.model import Report, Scope
-from pytest_xtc.report.profiles import PROFILES
-from pytest_xtc.report.reasons import ReasonCode
+from pytest_xtc.report.parts.model import Report, Scope
+from pytest_xtc.report.parts.reasons import ReasonCode
+from pytest_xtc.report.parts.records import CaseRecord
+from pytest_xtc.report.render.text import visible
 from pytest_xtc.report.replay import option_flags
-from pytest_xtc.report.text import visible
+from pytest_xtc.report.rules.profiles import PROFILES
 
 PROG = "xtc-conformance"
 
@@ -55,7 +55,7 @@ def _target_options(pairs: Sequence[str]) -> dict[str, str | None]:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from pytest_xtc.report.text import format_targets
+    from pytest_xtc.report.render.text import format_targets
 
     print(format_targets(registry.resolve("all", _target_options(args.target_option))))
     return 0
@@ -90,7 +90,7 @@ def cmd_run(args: argparse.Namespace, extra: Sequence[str]) -> int:
         raise CliError(f"run: {exc}", 2) from None
     import pytest
 
-    from pytest_xtc.report import progress
+    from pytest_xtc.report.render import progress
 
     # a line of progress now and then, on a terminal only (quiet in CI logs)
     shown = {"plugins": [progress.PytestProgress()]} if progress.wanted(sys.stdout) else {}
@@ -141,23 +141,22 @@ def format_verdicts(report: Report) -> str:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    problems = verify.verify(args.bundle)
+    problems, report, records = verify.inspect(args.bundle)
     for problem in problems:
         print(visible(f"{args.bundle}: {problem}"), file=sys.stderr)
-    if problems:
+    if problems or report is None:
         return 1
-    report, records, _ = bundle.read(args.bundle)
     assert report.case_set is not None  # verified: assembled
     print(visible(f"{args.bundle}: OK ({len(records)} results, {len(report.targets)} "
                   f"targets, case set {report.case_set.sha256[:16]})"))
     print(format_verdicts(report))
     if args.rerun is None:
         return 0
-    return rerun(args, report.to_dict(), [r.to_dict() for r in records])
+    return rerun(args, report, records)
 
 
-def rerun(args: argparse.Namespace, report: dict[str, Any], records: list[dict[str, Any]]) -> int:
-    from pytest_xtc.report import rerun as audit
+def rerun(args: argparse.Namespace, report: Report, records: list[CaseRecord]) -> int:
+    from pytest_xtc.report import audit
 
     seed = args.seed if args.seed is not None else secrets.randbelow(1 << 32)
     print(f"rerun: {min(args.rerun, len(records))} of {len(records)} results drawn with "

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pytest_xtc.core.adapter import TargetSpec
-from pytest_xtc.core.execution import registry
+from pytest_xtc.core.adapters import registry
 
 FAULTY = {
     f"faulty-{name}": f"pytest_xtc.selftest.faults:{cls.__name__}"

@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from pytest_xtc.core.execution.xtc_env import bootstrap
+from pytest_xtc.core.xtc.xtc_env import bootstrap
 from pytest_xtc.targets.nvgpu import NvgpuDevice, _pinned_compiler
 from pytest_xtc.targets.toolchains.gpu_binary import check_gpu_binary
 

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeGuard
 
+from pytest_xtc.core.adapters import declcache
 from pytest_xtc.core.cases.schedule import plain
-from pytest_xtc.core.execution import declcache
 
 Row = dict[str, Any]
 Pair = tuple[tuple[str, Any], tuple[str, Any]]

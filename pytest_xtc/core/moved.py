@@ -1,5 +1,7 @@
-"""The core's module paths of pytest-xtc 0.3, before ``core/`` was split by role: importing
-one still works, gives the module at its new path and warns with that path."""
+"""Module paths of earlier pytest-xtc versions: the core's of 0.3, ``core/execution/``'s
+before it was split by role (workers, adapters, the bridge to XTC) and ``report/``'s before
+it was split by role (files, parts, rules, render): importing one still works, gives the
+module at its new path and warns with that path and the version that removes the old one."""
 
 from __future__ import annotations
 
@@ -16,21 +18,43 @@ _NEW_HOME = {
     "textfile": "cases.textfile", "expectations": "cases.expectations",
     "reference": "judging.reference", "checking": "judging.checking",
     "precision": "judging.precision", "runner": "execution.runner", "work": "execution.work",
-    "isolation": "execution.isolation", "remote": "execution.remote",
-    "registry": "execution.registry", "guard": "execution.guard",
+    "isolation": "workers.isolation", "remote": "execution.remote",
+    "registry": "adapters.registry", "guard": "execution.guard",
     "placement": "execution.placement", "settings": "execution.settings",
-    "perf": "execution.perf", "xtc_env": "execution.xtc_env",
+    "perf": "execution.perf", "xtc_env": "xtc.xtc_env",
 }
+#: ``core/execution/`` split by role: module -> its new package
+_EXECUTION_SPLIT = {
+    **dict.fromkeys(("isolation", "serving", "containment", "hygiene", "transfer",
+                     "interrupts"), "workers"),
+    **dict.fromkeys(("registry", "adapter_declarations", "declcache"), "adapters"),
+    **dict.fromkeys(("xtc_env", "runtime_cache", "scheduling"), "xtc"),
+}
+REMOVED_IN = "0.5"
 #: old dotted path -> new dotted path (``cases`` became a package: see its ``__getattr__``)
 MOVED = {f"pytest_xtc.core.{old}": f"pytest_xtc.core.{new}" for old, new in _NEW_HOME.items()
          if old != "cases"}
 MOVED |= {"pytest_xtc.core.explore": "pytest_xtc.exploration.explore",
           "pytest_xtc.core.shrink": "pytest_xtc.exploration.shrink"}
+MOVED |= {f"pytest_xtc.core.execution.{name}": f"pytest_xtc.core.{home}.{name}"
+          for name, home in _EXECUTION_SPLIT.items()}
+#: report/ by role in 0.4 (files, parts, rules, render; the verbs stay on top)
+_REPORT_HOME = {
+    "atomic": "files.atomic", "limits": "files.untrusted", "reasons": "parts.reasons",
+    "schema": "parts.schema", "records": "parts.records", "model": "parts.model",
+    "environment": "parts.environment", "profiles": "rules.profiles",
+    "waivers": "rules.waivers", "caseset": "rules.caseset", "verdicts": "rules.verdicts",
+    "text": "render.text", "checks": "render.check_lines", "chart": "render.chart",
+    "summary": "render.summary", "formats": "render.formats", "rerun": "audit",
+}
+MOVED |= {f"pytest_xtc.report.{old}": f"pytest_xtc.report.{new}"
+          for old, new in _REPORT_HOME.items()}
 
 
 def warn_moved(old: str, new: str) -> None:
     warnings.warn(f"{old} moved in pytest-xtc 0.4: import {new} (or the vendor API from "
-                  "pytest_xtc)", DeprecationWarning, stacklevel=3)
+                  f"pytest_xtc); the old path is removed in {REMOVED_IN}", DeprecationWarning,
+                  stacklevel=3)
 
 
 class _Alias(importlib.abc.Loader):

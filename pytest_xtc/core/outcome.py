@@ -96,6 +96,10 @@ class FailureKind:
 
 @dataclass
 class Outcome:
+    """What the runner gives for one case on one target: its :class:`Status`, the
+    :class:`Phase` it ended in, a one-line message, how it failed (:class:`FailureKind`),
+    and the figures of its run (seed, times, error ratio, checks' facts, performance)."""
+
     case: str
     target: str
     status: Status

@@ -5,7 +5,7 @@ strategy XTC registers (``xtc.search.strategies.Strategies``) that applies to th
 draws a pool of ``pool`` samples, ``strategy.sample(pool, seed)``, its seed derived from
 the base seed, the case key and the strategy by a stable hash. Each sample becomes a case
 whose :class:`~pytest_xtc.core.cases.case.Schedule` is the list of scheduler calls the strategy
-made for it (recorded through :class:`~pytest_xtc.core.execution.xtc_env.RecordingScheduler`), named
+made for it (recorded through :class:`~pytest_xtc.core.xtc.xtc_env.RecordingScheduler`), named
 ``explore-<strategy>-<index>of<pool>``: the runner, isolation, expectations and reports
 take it as any case, and the name alone (with the base seed) regenerates it
 (:func:`regenerate`).
@@ -28,17 +28,16 @@ import json
 import os
 import re
 import tempfile
-from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from pytest_xtc.core.adapters import declcache
 from pytest_xtc.core.cases.case import Case, Schedule
 from pytest_xtc.core.cases.schedule_rules import InvalidSchedule, UnknownLoop
-from pytest_xtc.core.execution import declcache
-from pytest_xtc.core.execution.scheduling import GraphScheduler, main_loops
 from pytest_xtc.core.versions import installed
+from pytest_xtc.core.xtc.scheduling import GraphScheduler, main_loops
 
 PREFIX = "explore"
 #: The message of a refused sample starts with this.
@@ -48,9 +47,6 @@ BREAKS = "the sample breaks a precondition of XTC's scheduler: "
 #: The scheme of XTC's generic ``prt`` strategy (the others fix their own): all axes,
 #: then a tile of all axes.
 PRT_SCHEME = "TT"
-NOT_APPLICABLE = "not applicable"
-TALLY_COLUMNS = ("passed", "failed", "expected failure", "XTC refused", "not-supported",
-                 "skipped", NOT_APPLICABLE)
 _NAME = re.compile(rf"^{PREFIX}-(?P<strategy>[A-Za-z0-9_]+)-(?P<index>\d+)of(?P<pool>\d+)$")
 _IN_ID = re.compile(rf"-{PREFIX}-(?P<strategy>[A-Za-z0-9_]+)-\d+of\d+(?:-|$)")
 CACHE_ENV = "XTC_EXPLORE_CACHE"
@@ -102,7 +98,7 @@ def strategy_names() -> list[str]:
         kept = declcache.load(STRATEGIES_CACHE).get(key)
         if isinstance(kept, list) and kept and all(isinstance(n, str) for n in kept):
             return list(kept)
-    from pytest_xtc.core.execution import xtc_env
+    from pytest_xtc.core.xtc import xtc_env
 
     xtc_env.import_mlir_backend()
     from xtc.search.strategies import Strategies
@@ -157,8 +153,8 @@ class Plan:
 
 def _record(strategy: Any, graph: Any, sample: Sequence[int]) -> tuple[list[Any], str]:
     """The scheduler calls ``strategy`` makes for ``sample``, or why XTC refused it."""
-    from pytest_xtc.core.execution import xtc_env
     from pytest_xtc.core.execution.work import describe_failure
+    from pytest_xtc.core.xtc import xtc_env
 
     scheduler = GraphScheduler(xtc_env.import_mlir_backend().Backend(graph), None)
     loops = main_loops(scheduler)
@@ -217,7 +213,7 @@ def draw_all(
     """Every strategy's pool on every base case, as data (base key -> strategy -> entry).
     Kept in a file of the temporary directory keyed by everything it depends on (XTC's
     version included), so that xdist workers and the controller draw once."""
-    from pytest_xtc.core.execution import xtc_env
+    from pytest_xtc.core.xtc import xtc_env
 
     names = list(names) if names is not None else strategy_names()
     path = _cache_file(bases_, pool, base_seed, names) if cache else None
@@ -279,7 +275,7 @@ def regenerate(base: Case, name: str, base_seed: int) -> Case:
     """The explored case a schedule name stands for, from ``base`` (its graph, shape and
     dtype) and the base seed alone. ValueError for a name that is not a draw, a strategy
     that does not apply, or an index past the pool."""
-    from pytest_xtc.core.execution import xtc_env
+    from pytest_xtc.core.xtc import xtc_env
 
     draw = Draw.parse(name)
     if draw is None:
@@ -309,55 +305,3 @@ def rebuild(case_id: str, known: Sequence[Case], base_seed: int) -> Case | None:
         None,
     )
     return None if base is None else regenerate(base, f"{PREFIX}-{name}", base_seed)
-
-
-def column(status: str, message: str, pytest_column: str | None = None) -> str:
-    """The tally column of one explored case's outcome."""
-    if status == "not-supported" and message.startswith(REFUSED):
-        return "XTC refused"
-    if pytest_column is not None and pytest_column in TALLY_COLUMNS:
-        return pytest_column
-    if pytest_column == "infrastructure error" or status == "error":
-        return "failed"
-    return status if status in TALLY_COLUMNS else "failed"
-
-
-def tally(
-    rows: Iterable[tuple[str, str, str] | tuple[str, str, str, str]],
-    not_applicable: Mapping[str, int] | None = None,
-) -> dict[str, Counter[str]]:
-    """Per strategy, how many explored schedules landed in each of :data:`TALLY_COLUMNS`.
-    ``rows``: (case id, status, message[, the pytest column the summary shows]) of every
-    outcome; cases that were not explored are left out. ``not_applicable``: per strategy,
-    the base cases it does not apply to (:meth:`Plan.counts`)."""
-    table: dict[str, Counter[str]] = {}
-    for row in rows:
-        strategy = strategy_of(row[0])
-        if strategy is None:
-            continue
-        shown = row[3] if len(row) > 3 else None  # type: ignore[misc]
-        table.setdefault(strategy, Counter())[column(row[1], row[2], shown)] += 1
-    for strategy, count in (not_applicable or {}).items():
-        if count:
-            table.setdefault(strategy, Counter())[NOT_APPLICABLE] += count
-    return dict(sorted(table.items()))
-
-
-def tally_outcomes(outcomes: Iterable[Any], not_applicable: Mapping[str, int] | None = None
-                   ) -> dict[str, Counter[str]]:
-    """:func:`tally` over :class:`~pytest_xtc.core.outcome.Outcome` records (or their dicts)."""
-    rows = []
-    for o in outcomes:
-        get = o.get if isinstance(o, Mapping) else lambda k, o=o: getattr(o, k)
-        rows.append((str(get("case")), str(get("status")), str(get("message"))))
-    return tally(rows, not_applicable)
-
-
-def format_tally(table: Mapping[str, Counter[str]]) -> list[str]:
-    """One line per strategy: ``tile_oo: 12 passed, 1 failed, 2 XTC refused, 3 not
-    applicable`` (columns with no case left out)."""
-    lines = []
-    for strategy, counts in table.items():
-        parts = [f"{counts[c]} {c}" for c in TALLY_COLUMNS if counts.get(c)]
-        lines.append(f"{strategy}: {', '.join(parts) or 'nothing'}")
-    return lines

@@ -1,15 +1,22 @@
-"""``xtc-conformance import MODEL.onnx --out DIR [--dim NAME=VALUE ...]``: the argument
-parser and the run. ``onnx`` is imported here, when the command runs, and nowhere else
-before it: without the ``onnx`` extra the command says which extra to install."""
+"""``xtc-conformance import MODEL.onnx|FOLDER --out DIR [--dim NAME=VALUE ...] [--name NAME]
+[--strict] [--max-case-bytes BYTES]``: the argument parser and the run. ``onnx`` is
+imported here, when the command runs, and nowhere else before it: without the ``onnx``
+extra the command says which extra to install."""
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+from pytest_xtc.core.limits import DEFAULT_MAX_CASE_BYTES
 
 EXTRA_HINT = "import needs the onnx package: pip install 'pytest-xtc[onnx]'"
+NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,39}")
 
 
 class CommandError(Exception):
@@ -20,14 +27,30 @@ class CommandError(Exception):
         self.code = code
 
 
+def _bytes(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return int(text)
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser = sub.add_parser("import", help="an ONNX model's layers as case files (needs "
                             "the onnx extra)")
-    parser.add_argument("model", type=Path, metavar="MODEL.onnx")
+    parser.add_argument("model", type=Path, metavar="MODEL.onnx|FOLDER",
+                        help="a model, or a folder of models (*.onnx: one table each, "
+                        "their cases in one subfolder each)")
     parser.add_argument("--out", required=True, type=Path, metavar="DIR",
                         help="folder for the case files (new or empty)")
     parser.add_argument("--dim", action="append", default=[], metavar="NAME=VALUE",
                         help="size of a symbolic dimension; repeatable")
+    parser.add_argument("--name", metavar="NAME",
+                        help="the cases' name prefix (default: the model file's stem)")
+    parser.add_argument("--strict", action="store_true",
+                        help="refuse a Conv or Gemm whose bias or scaling XTC cannot "
+                        "express, rather than import it without them")
+    parser.add_argument("--max-case-bytes", type=_bytes, default=DEFAULT_MAX_CASE_BYTES,
+                        metavar="BYTES", help="mark the layers over this budget, as pytest's "
+                        f"--xtc-max-case-bytes (default {DEFAULT_MAX_CASE_BYTES}, 1 GiB)")
 
 
 def dims(pairs: Sequence[str]) -> dict[str, int]:
@@ -41,34 +64,126 @@ def dims(pairs: Sequence[str]) -> dict[str, int]:
     return found
 
 
+@dataclass
+class Imported:
+    """One model's import: its case files (name, data), table rows and skipped nodes."""
+
+    name: str
+    files: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    rows: list[list[Any]] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+
+
+def _models(path: Path, name: str | None) -> list[Path]:
+    if not path.is_dir():
+        return [path]
+    found = sorted(p for p in path.glob("*.onnx") if p.is_file())
+    if not found:
+        raise CommandError(f"{path}: a folder with no *.onnx model; give a model or a "
+                           "folder of them")
+    if name is not None and len(found) > 1:
+        raise CommandError("--name names one model; a folder's cases are named after each "
+                           "model's file", 2)
+    return found
+
+
+def _unique(names: list[str]) -> list[str]:
+    """``names`` made unique (``a-b.onnx`` and ``a_b.onnx`` both give ``a_b``)."""
+    seen: set[str] = set()
+    found = []
+    for name in names:
+        unique, n = name, 1
+        while unique in seen:
+            n += 1
+            unique = f"{name}_{n}"
+        seen.add(unique)
+        found.append(unique)
+    return found
+
+
+def _one(path: Path, args: argparse.Namespace, sizes: dict[str, int], prefix: str,
+         name: str | None) -> Imported:
+    """One model imported as ``name`` (None: its stem); ``prefix``: its subfolder in a
+    folder's import."""
+    from pytest_xtc.importer import chains, writer
+    from pytest_xtc.importer.model import ModelError, load
+
+    model = load(path, sizes, name, other_dims=bool(prefix))
+    layers, skipped = chains.translate(model, args.strict)
+    if not layers:
+        reasons = "; ".join(sorted({f"{s.op}: {s.reason}" for s in skipped})[:4])
+        raise ModelError(f"{path}: no node XTC can express ({len(skipped)} nodes "
+                         f"not imported: {reasons or 'the graph is empty'})")
+    found = Imported(model.name, skipped=[(s.op, s.reason) for s in skipped])
+    for index, group in enumerate(writer.distinct(layers), 1):
+        name, data = writer.case_file(model.name, index, group)
+        found.files.append((prefix + name, data))
+        chain = "; ".join(filter(None, [group.chain, group.first.omitted]))
+        found.rows.append([prefix + name, chain, group.shape, len(group.uses)])
+    return found
+
+
 def run(args: argparse.Namespace) -> int:
-    """Import the model; print the table; 0 when some layer was imported."""
+    """Import the model (or every model of a folder); print the tables; 0 when every
+    model had a layer imported."""
     sizes = dims(args.dim)
+    if args.name is not None and not NAME.fullmatch(args.name):
+        raise CommandError(f"--name {args.name}: expected a letter then letters, digits or "
+                           "_ (40 at most)", 2)
     try:
         import onnx  # noqa: F401  (the optional extra)
     except ImportError:
         raise CommandError(EXTRA_HINT) from None
-    from pytest_xtc.importer import chains, table, writer
-    from pytest_xtc.importer.model import ModelError, load
+    from pytest_xtc.importer import table, writer
+    from pytest_xtc.importer.model import ModelError, case_prefix
 
+    paths = _models(args.model, args.name)
+    zoo = args.model.is_dir()
+    done: list[Imported] = []
+    failed: list[str] = []
+    for path, name in zip(paths, _unique([case_prefix(p.stem) for p in paths]), strict=True):
+        prefix = f"{name}/" if zoo else ""
+        try:
+            done.append(_one(path, args, sizes, prefix, name if zoo else args.name))
+        except ModelError as exc:
+            if not zoo:
+                raise CommandError(str(exc)) from None
+            failed.append(str(exc))
+    if not done:
+        raise CommandError("; ".join(failed))
+    files = [f for one in done for f in one.files]
     try:
-        model = load(args.model, sizes)
-        layers, skipped = chains.translate(model)
-        if not layers:
-            reasons = "; ".join(sorted({f"{s.op}: {s.reason}" for s in skipped})[:4])
-            raise ModelError(f"{args.model}: no node XTC can express ({len(skipped)} nodes "
-                             f"not imported: {reasons or 'the graph is empty'})")
-        groups = writer.distinct(layers)
-        files = [writer.case_file(model.name, i, g) for i, g in enumerate(groups, 1)]
-        writer.write(args.out, files)
+        needed = iter(writer.write(args.out, files))
     except ModelError as exc:
         raise CommandError(str(exc)) from None
-    rows = [(name, g.chain, g.shape, len(g.uses))
-            for (name, _), g in zip(files, groups, strict=True)]
-    print(table.format_report(model.name, rows, [(s.op, s.reason) for s in skipped]))
+    over = 0
+    budget = args.max_case_bytes
+    for one in done:
+        for row in one.rows:
+            need = next(needed)
+            if need > budget:
+                over += 1
+                row[1] += (f"; over the budget: needs {need / 2**20:,.0f} MiB of "
+                           f"{budget / 2**20:,.0f} MiB, pytest skips it")
+        print(table.format_report(one.name, [tuple(r) for r in one.rows], one.skipped))
+    if zoo:
+        print(_total(done, failed, over))
+    for problem in failed:
+        print(f"xtc-conformance: {problem}", file=sys.stderr)
+    flag = "" if budget == DEFAULT_MAX_CASE_BYTES else f" --xtc-max-case-bytes={budget}"
     print(f"wrote {len(files)} case files to {args.out}: pytest --xtc-target=host "
-          f"--xtc-cases={args.out} --xtc-only-cases")
-    return 0
+          f"--xtc-cases={args.out} --xtc-only-cases{flag}"
+          + (f" ({over} over the budget: skipped)" if over else ""))
+    return 1 if failed else 0
+
+
+def _total(done: list[Imported], failed: list[str], over: int) -> str:
+    layers = sum(r[3] for one in done for r in one.rows)
+    files = sum(len(one.files) for one in done)
+    skipped = sum(len(one.skipped) for one in done)
+    text = (f"total: {len(done)} models, {layers} layers imported as {files} case files "
+            f"({over} over the budget), {skipped} nodes not imported")
+    return text + (f"; {len(failed)} models not read (below)" if failed else "")
 
 
 def main(args: argparse.Namespace) -> int:

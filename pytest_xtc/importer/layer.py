@@ -28,6 +28,8 @@ class Layer:
     graph: GraphDict
     tensors: dict[str, str]
     layouts: dict[str, list[int]] = field(default_factory=dict)
+    omitted: str = ""  # the epilogue left out, e.g. "conv2d without its bias add: ..."
+    omitted_parts: tuple[str, ...] = ()  # its parts: bias, alpha
 
     @property
     def xtc_ops(self) -> tuple[str, ...]:
@@ -77,7 +79,8 @@ class LayerBuilder:
             raise NotImported(f"XTC's {op} refuses it: {exc}") from None
 
     def finish(self, result: Operand, tensor: str, perm: Sequence[int] | None,
-               onnx_nodes: Sequence[Any]) -> Layer:
+               onnx_nodes: Sequence[Any], omitted: str = "",
+               omitted_parts: Sequence[str] = ()) -> Layer:
         """The layer whose output ``result`` stands for ONNX ``tensor``."""
         expected = self.model.shape(tensor)
         moved = tuple(result.shape[p] for p in perm) if perm else result.shape
@@ -90,4 +93,4 @@ class LayerBuilder:
         graph = self.graph.output(result)
         return Layer(tuple(n.op_type for n in onnx_nodes),
                      tuple(n.name or n.output[0] for n in onnx_nodes),
-                     graph, self.tensors, self.layouts)
+                     graph, self.tensors, self.layouts, omitted, tuple(omitted_parts))

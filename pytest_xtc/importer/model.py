@@ -43,7 +43,9 @@ class Model:
     shapes: dict[str, tuple[int, ...] | None]
     elem_types: dict[str, int]
     initializers: dict[str, Any]
-    constants: dict[str, Any] = field(default_factory=dict)  # Constant nodes' values
+    constants: dict[str, np.ndarray] = field(default_factory=dict)  # folded values
+    folded: set[int] = field(default_factory=set)  # ids of the nodes folded into constants
+    inputs: set[str] = field(default_factory=set)  # graph inputs given at run time
     consumers: dict[str, list[Any]] = field(default_factory=lambda: defaultdict(list))
     producers: dict[str, Any] = field(default_factory=dict)
     outputs: set[str] = field(default_factory=set)
@@ -62,12 +64,11 @@ class Model:
         return DTYPES[elem]
 
     def constant(self, name: str) -> np.ndarray | None:
-        """The value of an initializer or a Constant node's output; None otherwise."""
+        """The value of an initializer or of a folded node's output (:mod:`.folding`);
+        None otherwise."""
         if name in self.initializers:
             return numpy_helper.to_array(self.initializers[name], base_dir=str(self.folder))
-        if name in self.constants:
-            return numpy_helper.to_array(self.constants[name])
-        return None
+        return self.constants.get(name)
 
     def sole_consumer(self, name: str) -> Any | None:
         users = self.consumers.get(name, [])
@@ -78,8 +79,12 @@ def attributes(node: Any) -> dict[str, Any]:
     return {a.name: helper.get_attribute_value(a) for a in node.attribute}
 
 
-def load(path: Path, dims: Mapping[str, int]) -> Model:
-    """The model at ``path`` read, checked and shape-inferred; ModelError otherwise."""
+def load(path: Path, dims: Mapping[str, int], name: str | None = None,
+         other_dims: bool = False) -> Model:
+    """The model at ``path`` read, checked, shape-inferred and its constants folded;
+    ModelError otherwise. ``name``: the cases' prefix (default: the file's stem);
+    ``other_dims``: ``dims`` may name dimensions of other models (a folder's)."""
+    from pytest_xtc.importer import folding
     proto = _read(path)
     _check_versions(path, proto)
     _check_external_data(path, proto)
@@ -87,13 +92,40 @@ def load(path: Path, dims: Mapping[str, int]) -> Model:
         onnx.checker.check_model(proto)
     except onnx.checker.ValidationError as exc:
         raise ModelError(f"{path}: not a valid ONNX model: {one_line(exc)}") from None
-    _fix_dims(path, proto, dims)
+    _fix_dims(path, proto, dims, other_dims)
+    model = _model(path, proto, _infer(path, proto), name or case_prefix(path.stem))
+    folding.fold_all(model, proto, lambda folded: shapes(_infer(path, folded).graph))
+    return model
+
+
+def _infer(path: Path, proto: Any) -> Any:
     try:
-        inferred = onnx.shape_inference.infer_shapes(proto, check_type=True, strict_mode=True,
-                                                     data_prop=True)
+        return onnx.shape_inference.infer_shapes(proto, check_type=True, strict_mode=True,
+                                                 data_prop=True)
     except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError) as exc:
         raise ModelError(f"{path}: ONNX shape inference fails: {one_line(exc)}") from None
-    return _model(path, proto, inferred)
+
+
+def shapes(graph: Any) -> tuple[dict[str, tuple[int, ...] | None], dict[str, int]]:
+    """Every tensor's shape (None: not fully known) and element type in ``graph``."""
+    found: dict[str, tuple[int, ...] | None] = {}
+    elem_types: dict[str, int] = {}
+    for info in [*graph.input, *graph.output, *graph.value_info]:
+        kind = info.type.tensor_type
+        elem_types[info.name] = kind.elem_type
+        dims = kind.shape.dim if kind.HasField("shape") else None
+        known = dims is not None and all(d.HasField("dim_value") for d in dims)
+        found[info.name] = tuple(d.dim_value for d in dims) if known and dims is not None \
+            else None
+    for tensor in graph.initializer:
+        found[tensor.name] = tuple(tensor.dims)
+        elem_types[tensor.name] = tensor.data_type
+    return found, elem_types
+
+
+def case_prefix(text: str) -> str:
+    """``text`` as a case-name prefix: letters, digits and underscores, 1 to 40."""
+    return re.sub(r"[^A-Za-z0-9_]+", "_", text).strip("_")[:40] or "model"
 
 
 def _read(path: Path) -> Any:
@@ -161,14 +193,14 @@ def _tensors(graph: Any) -> list[Any]:
     return found
 
 
-def _fix_dims(path: Path, proto: Any, dims: Mapping[str, int]) -> None:
+def _fix_dims(path: Path, proto: Any, dims: Mapping[str, int], other_dims: bool) -> None:
     """Symbolic dimensions replaced by ``dims``; ModelError naming those left open."""
     graph = proto.graph
     infos = [*graph.input, *graph.output, *graph.value_info]
     symbolic = {d.dim_param for v in infos for d in v.type.tensor_type.shape.dim
                 if d.HasField("dim_param")}
     unknown = sorted(set(dims) - symbolic)
-    if unknown:
+    if unknown and not other_dims:
         named = ", ".join(sorted(symbolic)) or "none"
         raise ModelError(f"{path}: --dim {unknown[0]}: the model has no dimension of that "
                          f"name (its symbolic dimensions: {named})")
@@ -183,33 +215,18 @@ def _fix_dims(path: Path, proto: Any, dims: Mapping[str, int]) -> None:
                 dim.dim_value = dims[dim.dim_param]
 
 
-def _model(path: Path, proto: Any, inferred: Any) -> Model:
+def _model(path: Path, proto: Any, inferred: Any, name: str) -> Model:
     graph = inferred.graph
-    shapes: dict[str, tuple[int, ...] | None] = {}
-    elem_types: dict[str, int] = {}
-    for info in [*graph.input, *graph.output, *graph.value_info]:
-        kind = info.type.tensor_type
-        elem_types[info.name] = kind.elem_type
-        dims = kind.shape.dim if kind.HasField("shape") else None
-        known = dims is not None and all(d.HasField("dim_value") for d in dims)
-        shapes[info.name] = tuple(d.dim_value for d in dims) if known and dims is not None \
-            else None
+    known, elem_types = shapes(graph)
     initializers = {t.name: t for t in graph.initializer}
-    for tensor in graph.initializer:
-        shapes[tensor.name] = tuple(tensor.dims)
-        elem_types[tensor.name] = tensor.data_type
     opset = next((o.version for o in proto.opset_import if o.domain in ONNX_DOMAINS), 0)
-    name = re.sub(r"[^A-Za-z0-9_]+", "_", graph.name or path.stem).strip("_")[:40] or "model"
-    model = Model(name, path.resolve().parent, opset, list(graph.node), shapes, elem_types,
-                  initializers, outputs={o.name for o in graph.output})
+    model = Model(name, path.resolve().parent, opset, list(graph.node), known, elem_types,
+                  initializers, outputs={o.name for o in graph.output},
+                  inputs={i.name for i in graph.input} - set(initializers))
     for node in graph.node:
         for name_in in node.input:
             if name_in:
                 model.consumers[name_in].append(node)
         for name_out in node.output:
             model.producers[name_out] = node
-        if node.op_type == "Constant" and node.domain in ONNX_DOMAINS:
-            value = attributes(node).get("value")
-            if value is not None:
-                model.constants[node.output[0]] = value
     return model

@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from pytest_xtc.report.text import table
+from pytest_xtc.report.render.text import table
 
 #: ONNX ops with no XTC op (xtc-tools 0.3: matmul, conv2d, relu, pad, pad2d, unpad,
 #: reshape, transpose; the last two not in its MLIR backend).

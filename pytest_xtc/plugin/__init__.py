@@ -69,9 +69,9 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
         return None
     import shutil
 
-    from pytest_xtc.core.execution import registry
+    from pytest_xtc.core.adapters import registry
     from pytest_xtc.plugin import options
-    from pytest_xtc.report.text import format_targets
+    from pytest_xtc.report.render.text import format_targets
 
     width = min(shutil.get_terminal_size().columns, 120)
     adapters = registry.resolve("all", options.adapter_settings(config))

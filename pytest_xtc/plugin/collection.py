@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from pytest_xtc.core.cases.identity import test_id
 from pytest_xtc.core.execution.suite import cases_for
 from pytest_xtc.plugin import explore, state
 
@@ -150,7 +151,7 @@ def placement_marker(case: Case) -> str:
 
 def case_markers(adapter: TargetAdapter, case: Case) -> list[str]:
     """The marker names of one (target, case): target, ops, dtype, placement, profile."""
-    from pytest_xtc.report.profiles import profile_of
+    from pytest_xtc.report.rules.profiles import profile_of
 
     names = [
         "xtc",
@@ -166,7 +167,7 @@ def case_markers(adapter: TargetAdapter, case: Case) -> list[str]:
 def register_markers(config: pytest.Config) -> None:
     """Declare the markers: profiles, dtypes, placements, the selected targets and the ops
     of the session's cases (``pytest --markers`` lists them)."""
-    from pytest_xtc.report.profiles import PROFILES
+    from pytest_xtc.report.rules.profiles import PROFILES
 
     known = {**DTYPE_MARKERS, **PLACEMENT_MARKERS}
     known.update({marker_name(p): f"a case of the {p} profile: {d}" for p, d in PROFILES.items()})
@@ -204,7 +205,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         if session.selected(adapter.name, case.id)
     ]
     if session.case_ids:
-        found = {i for adapter, case in chosen for i in (case.id, f"{adapter.name}-{case.id}")}
+        found = {i for adapter, case in chosen for i in (case.id, test_id(adapter.name, case.id))}
         unknown = sorted(session.case_ids - found)
         if unknown:
             raise pytest.UsageError(
@@ -221,7 +222,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     )
     marks = _Marks()
     params = [
-        pytest.param(adapter, case, id=f"{adapter.name}-{case.id}", marks=marks.of(adapter, case))
+        pytest.param(adapter, case, id=test_id(adapter.name, case.id),
+                     marks=marks.of(adapter, case))
         for adapter, case in chosen
     ]
     metafunc.parametrize(("xtc_adapter", "xtc_case"), params)

@@ -282,7 +282,7 @@ def wants_xtc(args: Sequence[str], ini_targets: str | None) -> bool:
 def add_adapter_options(parser: pytest.Parser) -> None:
     """Declare the registered adapters' own options (``--xtc-<name>``), as their
     declarations give them (kept across sessions while unchanged)."""
-    from pytest_xtc.core.execution import adapter_declarations
+    from pytest_xtc.core.adapters import adapter_declarations
 
     group = parser.getgroup("xtc", "XTC conformance")
     declared = {name for opt in group.options for name in opt.names()}

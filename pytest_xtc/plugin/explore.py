@@ -14,7 +14,7 @@ import pytest
 
 from pytest_xtc.core.cases.case import Case
 from pytest_xtc.core.execution.settings import Settings
-from pytest_xtc.exploration import explore, shrink
+from pytest_xtc.exploration import explore, shrink, tally
 from pytest_xtc.plugin import options, state
 from pytest_xtc.report.replay import option_flags
 
@@ -127,12 +127,12 @@ class ExploreHooks:
                 cases = [*builtin_cases(), *session.user_cases]
                 seen = [row[0] for row in self.rows if explore.strategy_of(row[0])]
                 counts = _plan(self.config, cases).counts(seen)
-        return explore.tally(self.rows, counts)
+        return tally.tally(self.rows, counts)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.config.getoption("xtc_explore", None) and self.rows:
             terminalreporter.section("XTC schedule exploration, per strategy")
-            for line in explore.format_tally(self.tally()):
+            for line in tally.format_tally(self.tally()):
                 terminalreporter.write_line(line)
         if self.shrunk:
             terminalreporter.section("XTC shrunk failures")

@@ -56,7 +56,7 @@ def selection(config: pytest.Config) -> tuple[str, bool]:
 
 def adapter_settings(config: pytest.Config) -> dict[str, str | None]:
     """Values of the adapters' own options (option, else env var)."""
-    from pytest_xtc.core.execution import registry
+    from pytest_xtc.core.adapters import registry
 
     settings: dict[str, str | None] = {}
     for option in registry.adapter_options():

@@ -19,15 +19,15 @@ import pytest
 from pytest_xtc.core.adapter import TargetAdapter
 from pytest_xtc.core.cases import expectations
 from pytest_xtc.core.cases.case import Case
-from pytest_xtc.core.execution import interrupts
 from pytest_xtc.core.execution.executors import interrupted
 from pytest_xtc.core.execution.runner import run_case
 from pytest_xtc.core.limits import DEFAULT_MAX_CASE_BYTES
 from pytest_xtc.core.outcome import Outcome, Phase, Status
+from pytest_xtc.core.workers import interrupts
 from pytest_xtc.plugin import options, state
 from pytest_xtc.plugin.benchmarking import benchmark_wanted, feed_benchmark
+from pytest_xtc.report.render.text import visible
 from pytest_xtc.report.replay import option_flags
-from pytest_xtc.report.text import visible
 
 #: JUnit XML properties of each case (plain strings), besides the outcome itself.
 PROPERTIES = ("target", "case", "seed", "status", "phase", "worst_ratio")

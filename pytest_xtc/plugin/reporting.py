@@ -19,12 +19,13 @@ from typing import Any
 import pytest
 
 from pytest_xtc import SUITE_VERSION
-from pytest_xtc.core.execution import registry
+from pytest_xtc.core.adapters import registry
+from pytest_xtc.core.cases.identity import test_id
 from pytest_xtc.plugin import options, state
 from pytest_xtc.plugin.bundle_guard import interrupts_deferred, writer_lock
-from pytest_xtc.report import bundle, caseset
-from pytest_xtc.report.environment import adapter_distribution, suite_source, system_info
-from pytest_xtc.report.model import (
+from pytest_xtc.report import bundle
+from pytest_xtc.report.parts.environment import adapter_distribution, suite_source, system_info
+from pytest_xtc.report.parts.model import (
     Command,
     Report,
     Run,
@@ -34,11 +35,12 @@ from pytest_xtc.report.model import (
     Target,
     TargetCaseSet,
 )
-from pytest_xtc.report.profiles import PROFILES
-from pytest_xtc.report.records import RESULTS, CaseRecord, ResultsWriter, clean
-from pytest_xtc.report.text import visible
-from pytest_xtc.report.verdicts import assemble_report, run_not_certifying
-from pytest_xtc.report.waivers import WaiverFileError, load_waivers
+from pytest_xtc.report.parts.records import RESULTS, CaseRecord, ResultsWriter, clean
+from pytest_xtc.report.render.text import visible
+from pytest_xtc.report.rules import caseset
+from pytest_xtc.report.rules.profiles import PROFILES
+from pytest_xtc.report.rules.verdicts import assemble_report, run_not_certifying
+from pytest_xtc.report.rules.waivers import WaiverFileError, load_waivers
 
 #: pytest's exit status when the bundle could not be written (the cases' own results
 #: stand in the terminal; an unwritten bundle must not pass for a finished one).
@@ -121,7 +123,7 @@ class Reporter:
                 capabilities = None
             placements = capabilities["placements"] if capabilities else []
             mine = session.suite_cases(adapter)
-            self.keys.update({f"{adapter.name}-{c.id}": (adapter.name, c.id) for c in mine})
+            self.keys.update({test_id(adapter.name, c.id): (adapter.name, c.id) for c in mine})
             case_set = caseset.target_case_set([caseset.case_entry(c) for c in mine])
             adapter_record = {**adapter_distribution(registry.parse(adapter.name)[0].base),
                               "options": options.adapter_settings(self.config)}

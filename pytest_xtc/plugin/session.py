@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 
 from pytest_xtc.core.adapter import TargetAdapter
+from pytest_xtc.core.adapters import registry
 from pytest_xtc.core.cases import expectations
 from pytest_xtc.core.cases.case import CaseFileError, check_unique, load_case_paths
-from pytest_xtc.core.execution import interrupts, registry
 from pytest_xtc.core.execution.remote import HostLimits, IsolatedAdapter
+from pytest_xtc.core.workers import interrupts
 from pytest_xtc.plugin import (
     benchmarking,
     collection,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_xtc.report import caseset
+from pytest_xtc.report.rules import caseset
 
 
 def item_key(item: pytest.Item) -> str:

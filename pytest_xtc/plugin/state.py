@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_xtc.core.cases.identity import test_id
+
 if TYPE_CHECKING:
     from pytest_xtc.core.adapter import TargetAdapter
     from pytest_xtc.core.cases.case import Case
@@ -65,7 +67,7 @@ class XtcSession:
     def selected(self, target: str, case_id: str) -> bool:
         """Whether --xtc-case keeps this (target, case)."""
         ids = self.case_ids
-        return not ids or case_id in ids or f"{target}-{case_id}" in ids
+        return not ids or case_id in ids or test_id(target, case_id) in ids
 
 
 KEY = pytest.StashKey[XtcSession]()

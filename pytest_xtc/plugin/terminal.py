@@ -18,12 +18,13 @@ from typing import Any
 import pytest
 
 from pytest_xtc.core.cases import expectations
+from pytest_xtc.core.cases.identity import test_id
 from pytest_xtc.core.cases.selectors import Traits
 from pytest_xtc.core.outcome import Phase, Status
 from pytest_xtc.plugin import state
-from pytest_xtc.report import atomic
-from pytest_xtc.report.checks import by_target
-from pytest_xtc.report.text import RATIO_HEADER, RATIO_NOTE, human_time, table_lines, visible
+from pytest_xtc.report.files import atomic
+from pytest_xtc.report.render.check_lines import by_target
+from pytest_xtc.report.render.text import RATIO_HEADER, RATIO_NOTE, human_time, table_lines, visible
 
 COLUMNS = (
     "passed",
@@ -135,7 +136,7 @@ class OutcomeCollector:
             write(f"slowest kernels (median of {slowest[0][1]['repeat']} repeats):", bold=True)
             perf_rows = [
                 [
-                    f"{target}-{case}",
+                    test_id(target, case),
                     human_time(p["median_s"]),
                     f"{p['gflops']:.3g}" if p.get("gflops") else "-",
                     f"{p['time_vs_numpy']:.3g}" if p.get("time_vs_numpy") else "-",

@@ -3,13 +3,13 @@
 A bundle is a directory of four files (and ``perf.svg`` when performance was recorded):
 
 ``results.jsonl``
-    One JSON object per finished case (:class:`~pytest_xtc.report.records.CaseRecord`),
+    One JSON object per finished case (:class:`~pytest_xtc.report.parts.records.CaseRecord`),
     written and fsync'd as each case ends, so a killed run keeps what finished.
 ``report.json``
-    The report (:class:`~pytest_xtc.report.model.Report`: suite, runs, targets with
+    The report (:class:`~pytest_xtc.report.parts.model.Report`: suite, runs, targets with
     their verdicts per profile, totals, whether it certifies).
 
-Reading a bundle goes through :mod:`pytest_xtc.report.limits` (names confined to the
+Reading a bundle goes through :mod:`pytest_xtc.report.files.untrusted` (names confined to the
 bundle, no links, sizes and JSON nesting capped), then the schema (:mod:`.schema`: an
 unknown or missing key is refused, naming the file and the key).
 ``summary.md``
@@ -30,10 +30,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_xtc.report import atomic, limits, summary
-from pytest_xtc.report.formats import FORMATS
-from pytest_xtc.report.model import Report, read_report
-from pytest_xtc.report.records import (
+from pytest_xtc.report.files import atomic
+from pytest_xtc.report.files import untrusted as limits
+from pytest_xtc.report.parts.model import Report, read_report
+from pytest_xtc.report.parts.records import (
     RESULTS,
     CaseRecord,
     clean,
@@ -41,7 +41,9 @@ from pytest_xtc.report.records import (
     read_record,
     sha256_file,
 )
-from pytest_xtc.report.schema import SchemaError
+from pytest_xtc.report.parts.schema import SchemaError
+from pytest_xtc.report.render import summary
+from pytest_xtc.report.render.formats import FORMATS
 
 SCHEMA = 2
 KIND = "xtc-conformance-bundle"
@@ -211,7 +213,7 @@ def load(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]], list[str]]:
 def read(path: Path) -> tuple[Report, list[CaseRecord], list[str]]:
     """The report, the records and the integrity problems (checksums) of a bundle.
     Raises BundleError (naming ``path``) when it cannot be read at all, breaks one of
-    the reading limits (:mod:`pytest_xtc.report.limits`) or the schema."""
+    the reading limits (:mod:`pytest_xtc.report.files.untrusted`) or the schema."""
     try:
         return _load(path)
     except SchemaError as exc:

@@ -24,7 +24,7 @@ from functools import cache
 from math import comb, erfc, sqrt
 from typing import Any
 
-from pytest_xtc.report.records import CaseRecord
+from pytest_xtc.report.parts.records import CaseRecord
 
 ALPHA = 0.01
 THRESHOLD = 0.10
@@ -165,7 +165,7 @@ def compare(old: Sequence[CaseRecord], new: Sequence[CaseRecord], *, old_name: s
 
 def lines(found: Comparison, width_limit: int = 30) -> list[str]:
     """The comparison for a terminal (each list cut at ``width_limit`` entries)."""
-    from pytest_xtc.report.text import human_time, table, visible
+    from pytest_xtc.report.render.text import human_time, table, visible
 
     out = [visible(f"{found.old} -> {found.new}: {len(found.changed)} status changes "
                    f"({sum(c.regression for c in found.changed)} regressions), "

@@ -13,8 +13,10 @@ import json
 import sys
 from pathlib import Path
 
-from pytest_xtc.report import atomic, bundle, diff, page
-from pytest_xtc.report.text import visible
+from pytest_xtc.report import bundle, diff
+from pytest_xtc.report.files import atomic
+from pytest_xtc.report.render import page
+from pytest_xtc.report.render.text import visible
 
 FAIL_ON = ("never", "regressions", "changes")
 

@@ -24,9 +24,9 @@ from pytest_xtc.report.bundle import (
     check_destination,
     finish,
 )
-from pytest_xtc.report.model import Report, Run, Shards, Target
-from pytest_xtc.report.records import CaseRecord
-from pytest_xtc.report.verdicts import DERIVED, assemble_report
+from pytest_xtc.report.parts.model import Report, Run, Shards, Target
+from pytest_xtc.report.parts.records import CaseRecord
+from pytest_xtc.report.rules.verdicts import DERIVED, assemble_report
 from pytest_xtc.report.verify import load_verified
 
 Part = tuple[Path, Target, int]  # where a target's entry came from, it, its run offset

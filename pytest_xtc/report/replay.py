@@ -7,7 +7,7 @@ read again from the run's directory). The case is found by its id among the suit
 cases for the placements the target declared, those files' cases and any the caller
 adds; failing that, the caller's ``rebuild`` may make it (exploration regenerates an
 explored sample from its id). The target's adapter comes from the registry with the
-recorded options. ``xtc-conformance verify --rerun`` (:mod:`pytest_xtc.report.rerun`) and
+recorded options. ``xtc-conformance verify --rerun`` (:mod:`pytest_xtc.report.audit`) and
 ``xtc-conformance shrink`` (:mod:`pytest_xtc.exploration.shrink`) replay through here.
 """
 
@@ -17,14 +17,16 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from pytest_xtc.core.adapter import ONCE, TargetAdapter
+from pytest_xtc.core.adapters import registry
 from pytest_xtc.core.cases.case import Case, load_case_paths
-from pytest_xtc.core.execution import registry
+from pytest_xtc.core.cases.identity import test_id
 from pytest_xtc.core.execution.runner import run_case
 from pytest_xtc.core.execution.settings import Settings
 from pytest_xtc.core.outcome import Outcome
+from pytest_xtc.report.parts.model import Report, Run
+from pytest_xtc.report.parts.records import CaseRecord
 from pytest_xtc.report.suitecheck import capabilities_of, suite_cases
 
 #: Makes a case the suite and the case files do not hold: (case id, the cases known, the
@@ -41,7 +43,7 @@ def safe_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", name)
 
 
-def option_flags(options: Mapping[str, Any]) -> list[str]:
+def option_flags(options: Mapping[str, object]) -> list[str]:
     """Adapter options as the plugin's command-line flags (``--xtc-KEY=VALUE``)."""
     return [f"--xtc-{k}={v}" for k, v in options.items() if v is not None]
 
@@ -51,18 +53,20 @@ class RecordedRun:
     """What a bundle's run recorded that a replay needs."""
 
     seed: int
-    options: dict[str, Any]
+    options: dict[str, str | None]
     case_files: tuple[Path, ...]
 
     @classmethod
-    def of(cls, run: Mapping[str, Any]) -> RecordedRun:
-        settings = run.get("settings") or {}
-        command = run.get("command") or {}
-        args = [str(a) for a in command.get("args") or ()]
-        where = Path(command.get("dir") or ".")
+    def of(cls, run: Run | None) -> RecordedRun:
+        if run is None:
+            return cls(0, {}, ())
+        args = [str(a) for a in run.command.args] if run.command else []
+        where = Path(run.command.dir if run.command else ".")
         files = [a.split("=", 1)[1] for a in args if a.startswith("--xtc-cases=")]
         files += [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--xtc-cases"]
-        return cls(int(settings.get("seed") or 0), dict(settings.get("adapter_options") or {}),
+        options = {str(k): None if v is None else str(v)
+                   for k, v in (run.settings.adapter_options or {}).items()}
+        return cls(int(run.settings.seed or 0), options,
                    tuple(where / f for f in files))
 
 
@@ -70,7 +74,7 @@ class Replay:
     """A bundle's cases rebuilt, and rerun, on this machine; adapters and cases are
     loaded once per target."""
 
-    def __init__(self, report: Mapping[str, Any], cases: Iterable[Case] = (),
+    def __init__(self, report: Report, cases: Iterable[Case] = (),
                  rebuild: Rebuild | None = None) -> None:
         self.report = report
         self.extra = list(cases)
@@ -81,10 +85,11 @@ class Replay:
     def run_of(self, target: str) -> RecordedRun:
         """The target's first run in the bundle (the bundle's first, for a target the
         bundle does not list)."""
-        runs = self.report.get("runs") or [{}]
-        entry = (self.report.get("targets") or {}).get(target) or {}
-        index = (entry.get("runs") or [0])[0]
-        return RecordedRun.of(runs[index] if 0 <= index < len(runs) else runs[0])
+        runs = self.report.runs
+        entry = self.report.targets.get(target)
+        index = entry.runs[0] if entry is not None and entry.runs else 0
+        return RecordedRun.of(runs[index] if 0 <= index < len(runs) else
+                              (runs[0] if runs else None))
 
     def settings(self, target: str, base: Settings | None = None) -> Settings:
         """``base`` (default settings) with the run's base seed, timed once, no perf."""
@@ -112,8 +117,8 @@ class Replay:
         """The cases a record of ``target`` may name: the suite's for its declared
         placements, the run's case files', the caller's."""
         if target not in self._cases:
-            entry = (self.report.get("targets") or {}).get(target) or {}
-            caps = capabilities_of(entry)
+            entry = self.report.targets.get(target)
+            caps = capabilities_of(entry) if entry is not None else None
             files = self.run_of(target).case_files
             try:
                 from_files = load_case_paths(list(files)) if files else []
@@ -137,11 +142,11 @@ class Replay:
                               "bundle's case files")
         return found
 
-    def rerun(self, record: Mapping[str, Any], workdir: Path,
+    def rerun(self, record: CaseRecord, workdir: Path,
               base: Settings | None = None) -> Outcome:
         """The record's case run again on its target, in ``workdir``/<target>-<case>;
         ReplayError when it cannot be."""
-        target, case_id = str(record["target"]), str(record["case"])
+        target, case_id = record.target, record.case
         adapter, case = self.adapter(target), self.case(target, case_id)
-        folder = workdir / safe_name(f"{target}-{case_id}")
+        folder = workdir / safe_name(test_id(target, case_id))
         return run_case(adapter, case, folder, self.settings(target, base))

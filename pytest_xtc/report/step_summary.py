@@ -9,7 +9,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from pytest_xtc.report import summary
+from pytest_xtc.report.render import summary
 
 VARIABLE = "GITHUB_STEP_SUMMARY"
 

@@ -12,14 +12,13 @@ another suite version is refused whole: verify it with that version.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 
 from pytest_xtc import SUITE_VERSION, __version__
 from pytest_xtc.core.adapter import Capabilities
 from pytest_xtc.core.cases.case import DEVICE, Case, placements
-from pytest_xtc.report.caseset import case_entry
-from pytest_xtc.report.model import Report, Run, Target
-from pytest_xtc.report.records import CaseRecord
+from pytest_xtc.report.parts.model import Report, Run, Target
+from pytest_xtc.report.parts.records import CaseRecord
+from pytest_xtc.report.rules.caseset import case_entry
 
 SUITE_NAME = "pytest-xtc"
 
@@ -47,10 +46,9 @@ def suite_cases(declared_placements: Iterable[str]) -> list[Case]:
     return [case.place(p) for case in builtin_cases() for p in placements(case.graph)]
 
 
-def capabilities_of(entry: Target | Mapping[str, Any]) -> Capabilities | None:
-    """The capabilities a target declared, as recorded in its bundle entry (typed, or
-    report.json's data for the replay of a bundle's case)."""
-    caps = entry.capabilities if isinstance(entry, Target) else entry.get("capabilities")
+def capabilities_of(entry: Target) -> Capabilities | None:
+    """The capabilities a target declared, as recorded in its bundle entry."""
+    caps = entry.capabilities
     if not isinstance(caps, Mapping):
         return None
     schedules = caps.get("schedules")

@@ -3,7 +3,7 @@ completeness, and every derived figure recomputed from the results. No pytest.
 
 What verify cannot see statically is a result rebuilt consistently (a failure turned into
 a pass and every figure recomputed): ``xtc-conformance verify --rerun N`` re-runs cases on
-this machine for that (:mod:`pytest_xtc.report.rerun`).
+this machine for that (:mod:`pytest_xtc.report.audit`).
 """
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ from pathlib import Path
 
 from pytest_xtc.report import suitecheck
 from pytest_xtc.report.bundle import REPORT, RESULTS, BundleError, read, read_text
-from pytest_xtc.report.caseset import ids_hash
-from pytest_xtc.report.formats import FORMATS
-from pytest_xtc.report.model import Report
-from pytest_xtc.report.records import CaseRecord, record_key
-from pytest_xtc.report.schema import SchemaError, to_json
-from pytest_xtc.report.verdicts import assemble_report, run_not_certifying
+from pytest_xtc.report.parts.model import Report
+from pytest_xtc.report.parts.records import CaseRecord, record_key
+from pytest_xtc.report.parts.schema import SchemaError, to_json
+from pytest_xtc.report.render.formats import FORMATS
+from pytest_xtc.report.rules.caseset import ids_hash
+from pytest_xtc.report.rules.verdicts import assemble_report, run_not_certifying
 
 
 def _complete(report: Report, target: str) -> bool:
@@ -87,15 +87,16 @@ def check(report: Report, records: list[CaseRecord]) -> list[str]:
     return problems
 
 
-def verify(path: Path) -> list[str]:
-    """Every problem of the bundle at ``path``, one line each; empty when it is sound."""
+def inspect(path: Path) -> tuple[list[str], Report | None, list[CaseRecord]]:
+    """Every problem of the bundle at ``path``, one line each (empty when it is sound),
+    with what was read: the bundle is read and its checksums checked once."""
     try:
         report, records, problems = read(path)
     except BundleError as exc:
-        return [exc.problem]
+        return [exc.problem], None, []
     foreign = suitecheck.version_problem(report)
     if foreign is not None:
-        return [foreign]
+        return [foreign], report, records
     problems += check(report, records)
     if not problems:
         problems += suitecheck.check(report, records)
@@ -104,14 +105,17 @@ def verify(path: Path) -> list[str]:
             report, records
         ):
             problems.append(f"{form.name} does not match {REPORT}")
-    return problems
+    return problems, report, records
+
+
+def verify(path: Path) -> list[str]:
+    """Every problem of the bundle at ``path``, one line each; empty when it is sound."""
+    return inspect(path)[0]
 
 
 def load_verified(path: Path) -> tuple[Report, list[CaseRecord]]:
-    problems = verify(path)
-    if problems:
-        raise BundleError(
-            f"{path}: does not verify: {problems[0]} (see xtc-conformance verify {path})"
-        )
-    report, records, _ = read(path)
+    problems, report, records = inspect(path)
+    if problems or report is None:
+        why = problems[0] if problems else "unreadable"
+        raise BundleError(f"{path}: does not verify: {why} (see xtc-conformance verify {path})")
     return report, records

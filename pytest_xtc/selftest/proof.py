@@ -14,7 +14,7 @@ from pytest_xtc.core.adapter import TargetAdapter, TargetSpec
 from pytest_xtc.core.cases.case import Case
 from pytest_xtc.core.execution.runner import Settings, run_case
 from pytest_xtc.core.outcome import Status
-from pytest_xtc.report.progress import Progress
+from pytest_xtc.report.render.progress import Progress
 from pytest_xtc.selftest import faults
 from pytest_xtc.targets.host import HostTarget
 

@@ -22,8 +22,8 @@ from pytest_xtc.core.adapter import (
     Timing,
 )
 from pytest_xtc.core.cases.case import HOST, Case
-from pytest_xtc.core.execution import xtc_env
-from pytest_xtc.core.execution.xtc_env import evaluate as evaluate  # the name vendors use
+from pytest_xtc.core.xtc import xtc_env
+from pytest_xtc.core.xtc.xtc_env import evaluate as evaluate  # the name vendors use
 
 
 class HostTarget(TargetAdapter):

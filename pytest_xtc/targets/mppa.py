@@ -37,7 +37,7 @@ from pytest_xtc.core.adapter import (
     Timing,
 )
 from pytest_xtc.core.cases.case import DEVICE, HOST, Case
-from pytest_xtc.core.execution import xtc_env
+from pytest_xtc.core.xtc import xtc_env
 from pytest_xtc.targets.toolchains import kalray
 from pytest_xtc.targets.toolchains.kalray import RUNTIME_MODULE, SIMULATORS, import_runtime
 

@@ -36,7 +36,8 @@ from pytest_xtc.core.adapter import (
     Timing,
 )
 from pytest_xtc.core.cases.case import DEVICE, HOST, Case
-from pytest_xtc.core.execution import placement, xtc_env
+from pytest_xtc.core.execution import placement
+from pytest_xtc.core.xtc import xtc_env
 from pytest_xtc.targets.toolchains.cuda import ARCH as _ARCH
 from pytest_xtc.targets.toolchains.cuda import (
     DEFAULT_CUDA_DIR,

@@ -1,5 +1,5 @@
 """Adapters broken in each adapter method that can fail, registered as entry points by
-tests/test_adapter_loading.py beside the healthy host target: each must fail its own
+tests/unit/core/adapters/test_registry.py beside the healthy host target: each must fail its own
 target alone, once, and leave every other target's results as a clean run gives them.
 
 ``BROKEN_HANG_S`` (environment) is how long a hanging method sleeps (default 600 s).

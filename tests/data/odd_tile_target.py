@@ -1,7 +1,7 @@
 """A deliberately wrong host target, wrong only for some tilings: when a tile step's
 innermost tile size is odd (3, 5, ...), the kernel runs (a real XTC kernel) and then its
 last output element is off by one. Exploration must catch it and shrinking must reduce it
-to a case of a few elements (tests/test_explore.py)."""
+to a case of a few elements (tests/unit/exploration/test_explore.py)."""
 
 from __future__ import annotations
 

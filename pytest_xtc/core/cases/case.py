@@ -50,6 +50,14 @@ __all__ = ["BACKEND_OPTIONS", "DEVICE", "HOST", "PRIMITIVE_PARAMS", "REQUIRED", 
            "load_case_file", "load_case_paths", "placements", "retype"]
 @dataclass(frozen=True, eq=False)
 class Case:
+    """One conformance case: an XTC graph (``graph``, in XTC's YAML serialization) with a
+    ``schedule``, the ``dtype`` of its inputs, the kind of input ``values`` (random, exact,
+    special), where each operand lies (``placement``, None: all on the host) and the error
+    rule its outputs are judged by (``c``, the constant of the contraction bound, or
+    ``exact_rule``). ``op`` names its family (``matmul``, ``conv2d+relu``...) and ``shape``
+    its output shape as a label (``13x11x7``); :attr:`id` is its name on every target
+    (:mod:`.identity` adds the target)."""
+
     op: str  # family label: matmul, conv2d, matmul+relu, ...
     dtype: str
     shape: str  # e.g. 64x64x64
@@ -154,7 +162,8 @@ def case_bytes(case: Case) -> int:
 
 def load_case_file(path: Path, max_case_bytes: int = DEFAULT_MAX_CASE_BYTES) -> list[Case]:
     """The cases of one user case file, validated (:mod:`casefile`) before anything is
-    built; a case needing more than ``max_case_bytes`` is refused."""
+    built; a case needing more than ``max_case_bytes`` is refused, unless it is a model's
+    layer (``source``): real shapes, kept, and skipped naming the budget when run."""
     data = casefile.read(path)
     graph: GraphDict = {k: data[k] for k in ("name", "inputs", "nodes", "outputs") if k in data}
     graph.setdefault("name", path.stem)
@@ -195,7 +204,7 @@ def load_case_file(path: Path, max_case_bytes: int = DEFAULT_MAX_CASE_BYTES) -> 
     ]
     for case in found:
         needed = case_bytes(case)
-        if needed > max_case_bytes:
+        if needed > max_case_bytes and "source" not in data:  # imported layers: skipped
             raise CaseFileError(
                 f"{path}: case {case.id} needs about {needed / 2**20:,.0f} MiB for its operands "
                 f"and reference, over the budget of {max_case_bytes / 2**20:,.0f} MiB; "

@@ -33,7 +33,7 @@ KEYS = (
     "error_rule",
     "source",
 )
-SOURCE_KEYS = ("model", "count", "layers", "layouts")
+SOURCE_KEYS = ("model", "count", "layers", "layouts", "omitted")
 
 
 class CaseFileError(ValueError):
@@ -165,6 +165,9 @@ def _source(source: Any, fail: Any) -> None:
     for name, perm in (source.get("layouts") or {}).items():
         if not isinstance(perm, list) or sorted(perm) != list(range(len(perm))):
             raise fail(f"source.layouts.{name}", f"expected a permutation, got {perm!r:.60}")
+    omitted = source.get("omitted", "text")
+    if not isinstance(omitted, str) or not omitted:  # the epilogue the import left out
+        raise fail("source.omitted", f"expected text, got {omitted!r:.60}")
 
 
 def _graph(data: Mapping[str, Any], outer: Any) -> None:

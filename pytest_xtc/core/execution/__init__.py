@@ -1,6 +1,5 @@
-"""Where and how a target's work runs: the runner, the work a worker does, the executors
-that place it (``executors/``: inline, forked worker, isolated adapter host), isolation
-(forked workers: ``isolation``, their side ``serving``, ``containment``, a clean state
-per case ``hygiene``, operands through shared memory ``transfer``), time limits, device
-placement, performance records, the adapter registry and what the adapters declare
-(``adapter_declarations``). The one layer that calls adapters."""
+"""A case run: the runner, the work a case does, the executors that place it
+(``executors/``: inline, forked worker, isolated adapter host through ``remote``), the order
+check, guard bands, operand placement in the compiled IR, performance records and the
+suite's expansion of cases. The one layer that calls adapters; the worker processes it runs
+in are ``core/workers/``."""

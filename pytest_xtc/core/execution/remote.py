@@ -31,8 +31,8 @@ from pytest_xtc.core.adapter import (
     Tier,
     Timing,
 )
-from pytest_xtc.core.execution import isolation
 from pytest_xtc.core.limits import check_limit, worker_memory_limit
+from pytest_xtc.core.workers import isolation
 
 if TYPE_CHECKING:
     import numpy as np

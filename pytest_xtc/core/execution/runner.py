@@ -23,7 +23,7 @@ from pytest_xtc.core.adapter import TargetAdapter, Tier, declared_placements
 from pytest_xtc.core.cases import graphs
 from pytest_xtc.core.cases.case import Case, case_bytes
 from pytest_xtc.core.cases.selectors import Traits
-from pytest_xtc.core.execution import interrupts, isolation, order, perf, transfer
+from pytest_xtc.core.execution import order, perf
 from pytest_xtc.core.execution.executors import executor_for
 from pytest_xtc.core.execution.settings import Settings
 from pytest_xtc.core.execution.work import (
@@ -38,6 +38,7 @@ from pytest_xtc.core.judging import checks
 from pytest_xtc.core.judging.reference import Reference
 from pytest_xtc.core.limits import check_limit
 from pytest_xtc.core.outcome import Failure, FailureKind, Outcome, Phase, Status
+from pytest_xtc.core.workers import interrupts, isolation, transfer
 
 __all__ = ["Settings", "device_lock", "run_case"]
 

@@ -31,10 +31,11 @@ from pytest_xtc.core.adapter import ONCE, InfrastructureError, RunResult, Target
 from pytest_xtc.core.cases import graphs, values
 from pytest_xtc.core.cases.case import Case
 from pytest_xtc.core.cases.schedule_rules import INVALID_CASE, InvalidSchedule
-from pytest_xtc.core.execution import guard, interrupts, placement, transfer
-from pytest_xtc.core.execution.serving import TRANSFER
+from pytest_xtc.core.execution import guard, placement
 from pytest_xtc.core.execution.settings import Settings
 from pytest_xtc.core.outcome import Failure, FailureKind, Phase
+from pytest_xtc.core.workers import interrupts, transfer
+from pytest_xtc.core.workers.serving import TRANSFER
 
 LOCK_DIR_ENV = "XTC_LOCK_DIR"
 #: The timed call's phase: XTC's timing loop makes several kernel calls in it, so its time

@@ -95,7 +95,7 @@ def _drop_node(schedule: Schedule, gone: set[Any]) -> Schedule:
 def _dim_sizes(state: State, case: Case) -> dict[str, int]:
     """The scheduled node's dimensions and sizes, from XTC's backend ({} if unknown)."""
     try:
-        from pytest_xtc.core.execution import xtc_env
+        from pytest_xtc.core.xtc import xtc_env
 
         probe = replace(case, graph=state.graph, schedule=state.schedule, placement=None)
         backend = xtc_env.import_mlir_backend().Backend(xtc_env.build_graph(probe))

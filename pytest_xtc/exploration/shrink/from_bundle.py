@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 from pytest_xtc.core.cases.case import Case
 from pytest_xtc.core.execution.settings import Settings
@@ -12,6 +11,7 @@ from pytest_xtc.core.outcome import Outcome, Status
 from pytest_xtc.exploration import explore
 from pytest_xtc.exploration.shrink.search import Budget, Result, shrink
 from pytest_xtc.report import bundle
+from pytest_xtc.report.parts.records import CaseRecord
 from pytest_xtc.report.replay import Replay, ReplayError
 
 
@@ -26,17 +26,17 @@ def shrink_bundle(
     as :mod:`pytest_xtc.report.replay` does (the suite, the run's case files, ``cases``;
     an explored one regenerated from its id) and shrunk on its target with the run's base
     seed and adapter options. A case that cannot be rebuilt gets a Result saying why."""
-    report, records, _ = bundle.load(Path(bundle_dir))
+    report, records, _ = bundle.read(Path(bundle_dir))
     replay = Replay(report, cases or (), rebuild=explore.rebuild)
     return [_shrink_record(replay, record, Path(out_dir), budget or Budget(), settings)
-            for record in records if record.get("status") == Status.FAILED.value]
+            for record in records if record.status == Status.FAILED.value]
 
 
-def _shrink_record(replay: Replay, record: Mapping[str, Any], out_dir: Path, budget: Budget,
+def _shrink_record(replay: Replay, record: CaseRecord, out_dir: Path, budget: Budget,
                    settings: Settings | None) -> Result:
-    case_id, target = str(record["case"]), str(record["target"])
+    case_id, target = record.case, record.target
     try:
-        outcome = Outcome.from_dict(record)
+        outcome = Outcome.from_dict(record.to_dict())
         case = replay.case(target, case_id)
         adapter = replay.adapter(target)
     except (ReplayError, ValueError) as exc:

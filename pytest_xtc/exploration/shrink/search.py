@@ -12,6 +12,7 @@ from typing import Any
 
 from pytest_xtc.core.adapter import TargetAdapter
 from pytest_xtc.core.cases.case import Case
+from pytest_xtc.core.cases.identity import test_id
 from pytest_xtc.core.execution.settings import Settings
 from pytest_xtc.core.outcome import Outcome
 from pytest_xtc.exploration.shrink.candidates import candidates
@@ -58,9 +59,9 @@ class Result:
 
     def describe(self) -> str:
         if not self.reproduced:
-            return (f"{self.target}-{self.case}: not shrunk: as a case file it does not fail "
-                    f"the same way ({self.kind}); {'; '.join(self.notes)}")
-        return (f"{self.target}-{self.case} ({self.kind}) shrunk from {self.before} to "
+            return (f"{test_id(self.target, self.case)}: not shrunk: as a case file it does "
+                    f"not fail the same way ({self.kind}); {'; '.join(self.notes)}")
+        return (f"{test_id(self.target, self.case)} ({self.kind}) shrunk from {self.before} to "
                 f"{self.after} in {self.attempts} attempts ({self.seconds:.1f} s): "
                 f"{self.file}\nrerun: {self.command}")
 
@@ -142,7 +143,7 @@ def shrink(
     if kind is None:
         result.notes.append("the case did not fail")
         return result
-    file = Path(out_dir) / f"{safe_name(f'{adapter.name}-{case.id}')}.yaml"
+    file = Path(out_dir) / f"{safe_name(test_id(adapter.name, case.id))}.yaml"
     scratch = Path(workdir or Path(out_dir) / ".shrink") / file.stem
     trials = _Trials(case, kind, scratch,
                      run or (lambda c, d: run_case(adapter, c, d, settings)))
@@ -153,11 +154,11 @@ def shrink(
         return result
     result.reproduced, result.message = True, message
     state = _search(state, trials, budget, result)
-    header = (f"Shrunk by pytest-xtc from {adapter.name}-{case.id} ({kind}):\n"
+    header = (f"Shrunk by pytest-xtc from {test_id(adapter.name, case.id)} ({kind}):\n"
               f"from {result.before}\nto {describe(state)}")
     shrunk = write_case_file(file, state, case, trials.name, header)
     result.after, result.file, result.case_id = describe(state), file, shrunk.id
-    result.command = rerun_command(adapter.name, file, f"{adapter.name}-{shrunk.id}",
+    result.command = rerun_command(adapter.name, file, test_id(adapter.name, shrunk.id),
                                    settings.base_seed, extra_args)
     result.attempts, result.seconds = trials.attempts, trials.seconds()
     return result

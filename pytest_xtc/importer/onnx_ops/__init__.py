@@ -29,3 +29,26 @@ def operands(node: Any, model: Model, count: int) -> list[str]:
         model.dtype(name)
     model.shape(node.output[0])
     return names
+
+
+def refuse(reasons: Iterable[str]) -> None:
+    """NotImported listing every reason (each once, in order), if there is any."""
+    found = list(dict.fromkeys(reasons))
+    if found:
+        raise NotImported("; ".join(found))
+
+
+def reason_of(step: Any, *args: Any) -> list[str]:
+    """The reason ``step(*args)`` gives for refusing (NotImported), or none."""
+    try:
+        step(*args)
+    except NotImported as exc:
+        return [str(exc)]
+    return []
+
+
+def omission(xtc_op: str, parts: dict[str, tuple[str, str]]) -> str:
+    """What an import left out, e.g. ``conv2d without its bias add: XTC has no add``."""
+    words = " and ".join(w for w, _ in parts.values())
+    needs = " or ".join(dict.fromkeys(n for _, n in parts.values()))
+    return f"{xtc_op} without its {words}: XTC has no {needs}"

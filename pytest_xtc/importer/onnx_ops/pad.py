@@ -8,9 +8,10 @@ from typing import Any
 import numpy as np
 
 from pytest_xtc.core.cases.casefile import MAX_RANK
+from pytest_xtc.importer import folding
 from pytest_xtc.importer.layer import LayerBuilder
-from pytest_xtc.importer.model import Model, NotImported
-from pytest_xtc.importer.onnx_ops import known_attributes
+from pytest_xtc.importer.model import Model, NotImported, attributes
+from pytest_xtc.importer.onnx_ops import known_attributes, reason_of, refuse
 from pytest_xtc.ops.builder import Operand
 
 Widths = dict[int, list[int]]
@@ -19,11 +20,14 @@ Widths = dict[int, list[int]]
 def widths(node: Any, model: Model) -> tuple[Widths, float]:
     """{axis: [before, after]} for the padded axes and the constant; NotImported when
     the widths or the value are not constants or the mode is not constant."""
-    attrs = known_attributes(node, ("mode", "pads", "value"))
+    reasons = reason_of(known_attributes, node, ("mode", "pads", "value"))
+    attrs = attributes(node)
     mode = attrs.get("mode", b"constant")
     mode = mode.decode() if isinstance(mode, bytes) else str(mode)
     if mode != "constant":
-        raise NotImported(f"Pad mode {mode}: XTC pads with a constant")
+        reasons.append(f"Pad mode {mode}: XTC pads with a constant")
+    reasons += reason_of(_constants, node, model)
+    refuse(reasons)
     x = node.input[0]
     rank = len(model.shape(x))
     model.dtype(x)
@@ -48,6 +52,14 @@ def widths(node: Any, model: Model) -> tuple[Widths, float]:
     return found, value
 
 
+def _constants(node: Any, model: Model) -> None:
+    """NotImported naming every pad input that is not a constant, and why."""
+    whats = ("pads", "constant_value", "axes")
+    refuse(f"{what} {folding.origin(name, model)}"
+           for what, name in zip(whats, node.input[1:], strict=False)
+           if name and model.constant(name) is None)
+
+
 def _inputs(node: Any, model: Model) -> tuple[np.ndarray, float]:
     pads = _constant(node, model, 1, "pads")
     value = 0.0
@@ -62,7 +74,7 @@ def _inputs(node: Any, model: Model) -> tuple[np.ndarray, float]:
 def _constant(node: Any, model: Model, index: int, what: str) -> np.ndarray:
     value = model.constant(node.input[index])
     if value is None:
-        raise NotImported(f"non-constant pad {what} (computed in the model)")
+        raise NotImported(f"{what} {folding.origin(node.input[index], model)}")
     return value
 
 

@@ -7,7 +7,7 @@
 
 :func:`executor_for` is the one place that chooses. An executor's ``run`` returns the
 :class:`~pytest_xtc.core.execution.work.Work` or raises
-:class:`~pytest_xtc.core.execution.isolation.ChildFailure`; ``shared`` says whether the
+:class:`~pytest_xtc.core.workers.isolation.ChildFailure`; ``shared`` says whether the
 output placeholders it is given should lie in shared memory (they then cross without a
 copy; inputs are copied into it once, on their way). ``run`` also runs the checking
 side's ``meanwhile`` (the references): while a worker works (on one BLAS thread,
@@ -45,9 +45,9 @@ _chosen: dict[tuple[int, bool], Executor] = {}
 
 def executor_for(adapter: TargetAdapter, settings: Settings) -> Executor:
     """The executor of ``adapter``'s cases (one per adapter and mode, kept)."""
-    from pytest_xtc.core.execution import isolation
     from pytest_xtc.core.execution.executors import forked, hosted, inline
     from pytest_xtc.core.execution.remote import IsolatedAdapter
+    from pytest_xtc.core.workers import isolation
 
     key = (id(adapter), settings.isolate)
     if key not in _chosen or _chosen[key].adapter is not adapter:

@@ -8,11 +8,11 @@ from collections.abc import Callable, Mapping
 from functools import partial
 
 from pytest_xtc.core.adapter import TargetAdapter
-from pytest_xtc.core.execution import isolation
 from pytest_xtc.core.execution.executors.beside import one_blas_thread
 from pytest_xtc.core.execution.work import Work, WorkRequest, target_work
 from pytest_xtc.core.limits import worker_memory_limit
 from pytest_xtc.core.outcome import Phase
+from pytest_xtc.core.workers import isolation
 
 
 class ForkedExecutor:

@@ -1,0 +1,83 @@
+"""Keeping a forked worker inside its box: its own session, dying with its parent, its
+own standard streams, no inherited descriptor; and ending it with everything it started.
+Used by :mod:`isolation`; POSIX only."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import sys
+
+from pytest_xtc.core.workers import hygiene
+
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with(parent: int) -> None:
+    """Linux: SIGKILL this process when its parent dies (and check it is not dead yet)."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:  # the parent died before the request took effect
+        os._exit(70)
+
+
+def sentinel(lifeline: int) -> int:
+    """Fork a small process of this group that kills the group when ``lifeline`` reads
+    EOF: when the parent, the only holder of its write end, is gone (even by SIGKILL).
+    Returns its pid."""
+    pid = os.fork()
+    if pid != 0:
+        os.close(lifeline)
+        return pid
+    try:
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        close_fds_except({0, 1, 2, lifeline})
+        while True:
+            with contextlib.suppress(InterruptedError):
+                if os.read(lifeline, 1) == b"":
+                    break
+        os.killpg(0, signal.SIGKILL)
+    finally:
+        os._exit(0)
+
+
+def own_stdio(log: int) -> None:
+    """fds 0, 1, 2 become /dev/null and the log; Python's streams write to the log."""
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    sys.stdin = open(0, closefd=False)  # noqa: SIM115 (the child's, for its life)
+    sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
+    sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
+
+
+def close_fds_except(keep: set[int]) -> None:
+    """Close every open descriptor not in ``keep`` (inherited pipes, sockets, files)."""
+    try:
+        open_fds = [int(name) for name in os.listdir("/proc/self/fd")]
+    except OSError:
+        open_fds = list(range(3, 256))
+    for fd in open_fds:
+        if fd not in keep:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL the process group led by ``pid``, ``pid`` itself and every descendant that
+    left the group (a ``setsid`` daemon reparented to the worker), then reap ``pid``."""
+    strays = hygiene.descendants(pid)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+    for each in (pid, *strays):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(each, signal.SIGKILL)
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)

@@ -1,0 +1,362 @@
+"""Running a target's work in a forked child, so a crash or a hang costs one case.
+
+A :class:`Worker` forks a child that inherits everything the parent prepared (imports,
+XTC's runtime, the adapter), then serves one request after another: each request is
+handled, and its picklable result sent back. The child reports each phase it enters, so
+the parent applies that phase's time limit; a child past its limit is killed. A child that
+dies says how (signal or exit code) and what it last printed; its successor is forked
+at once, so the next case never pays for it.
+
+Transfers are not timed: the child reports the request's first phase once its inputs
+are in place, and reports ``transfer`` before it sends its result; large arrays move
+through shared memory (:mod:`transfer`), without a copy when they were made there. Cost:
+a pipe round trip, mapping the arrays, plus a fork (about 3 ms) after each death.
+
+Clean state: after each request the child ends the processes the handler left behind
+(it is their subreaper: daemons that ``setsid`` are found too) and compares its process
+state with the one it started with (:mod:`hygiene`); a child whose state changed is
+replaced before the next request. Both are said in the call's ``notes``.
+
+Containment: each child leads its own session and process group (``os.setsid``), so a
+kernel's ``killpg(0, ...)`` cannot reach pytest, and a timeout, a crash, ``stop()`` and the
+interpreter's exit kill the whole group (grandchildren too). The child holds none of the
+parent's file descriptors but its pipes (``pytest | tee`` ends), dies with its parent
+(``PR_SET_PDEATHSIG`` on Linux, and a sentinel process that kills the group when the
+parent's lifeline pipe closes, even after a ``kill -9`` of pytest). Every request carries
+an id; a reply with another id is never taken. Any exception in the parent while a call is
+in flight (a pytest-timeout, Ctrl-C) ends the child before it propagates.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import gc
+import itertools
+import os
+import select
+import signal
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, BinaryIO, TypeVar
+
+from pytest_xtc.core.limits import check_limit
+from pytest_xtc.core.outcome import Failure, FailureKind
+from pytest_xtc.core.workers import interrupts, transfer
+from pytest_xtc.core.workers.containment import kill_tree
+from pytest_xtc.core.workers.serving import (
+    ACK,
+    TRANSFER,
+    Fds,
+    Handler,
+    HandlerError,
+    Message,
+    Report,
+    child,
+    send_frame,
+)
+
+__all__ = [
+    "TRANSFER",
+    "ChildFailure",
+    "Handler",
+    "HandlerError",
+    "Report",
+    "Worker",
+    "available",
+    "call_isolated",
+    "check_limit",
+]
+
+T = TypeVar("T")
+OUTPUT_TAIL = 800  # characters of the child's last output quoted in a failure
+TRANSFER_S = 300.0  # its limit, a backstop: a GiB moves in about a second
+INTERRUPT_S = 0.25  # how often a wait looks for a Ctrl-C swallowed elsewhere
+
+
+class ChildFailure(Exception):
+    """The child crashed, exited or timed out. ``phase`` is where it was; ``cause`` says
+    what happened in a few words (``timed out after 3 s``, ``killed by signal SIGSEGV``)."""
+
+    def __init__(self, phase: str, message: str, cause: str = "",
+                 kind: FailureKind | None = None) -> None:
+        super().__init__(message)
+        self.phase = phase
+        self.cause = cause or message
+        self.kind = kind  # the timeout, signal or exit code, as data
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (ChildFailure, (self.phase, str(self), self.cause, self.kind))
+
+
+def available() -> bool:
+    return hasattr(os, "fork") and hasattr(os, "setsid")
+
+
+_ids = itertools.count(1)
+
+
+class Worker:
+    """A forked child running ``handler(request, report)`` for each request sent.
+
+    After a death, a timeout, an interruption or a change of its state, the child is
+    replaced at once (``renew``), and sent ``warm`` (when not None) to get it ready,
+    so that recovery is paid by the case that caused it, never by the next one."""
+
+    def __init__(
+        self,
+        handler: Handler,
+        memory_limit: int | None = None,
+        warm: Any = None,
+        renew: bool = True,
+        warm_limit: float = 60.0,
+        clean: bool = True,
+    ) -> None:
+        self.handler = handler
+        self.clean = clean  # tidy after each request (strays, state); not for a host
+        self.memory_limit = memory_limit
+        self.warm, self.renew, self.warm_limit = warm, renew, warm_limit
+        self.pid = 0
+        self.owner = 0  # the process that forked the child: only it may stop it
+        self.requests = self.replies = self.lifeline = -1
+        self.log: BinaryIO | None = None
+        self.notes: tuple[str, ...] = ()  # the last call's notes
+        #: The last call's seconds moving its request in and its reply out (packing,
+        #: the pipe, mapping; the child's tidying after it), not the handler's work.
+        self.moved_s = 0.0
+        self._renewing = False
+        self._stopper: int | None = None  # the thread that last stopped the child
+        self._sent_at = 0.0
+
+    def call(
+        self,
+        request: Any,
+        limits: Mapping[str, float],
+        first_phase: str,
+        on_phase: Report | None = None,
+        meanwhile: Callable[[], None] | None = None,
+    ) -> Any:
+        """``handler(request, report)`` in the child; its return value, or the exception it
+        raised. ``report(phase)`` starts the clock of ``limits[phase]`` (seconds) and is
+        passed on to ``on_phase``, as is ``transfer`` when inputs or results move (its
+        own, generous, limit). ``meanwhile()`` runs here once the request is sent, while
+        the child works (it must not raise): the phases it delays reading are timed from
+        when the child reported them. Whatever interrupts the call here ends the child."""
+        for phase, limit in limits.items():
+            check_limit(f"{phase} time limit", limit)
+        self.start()
+        pid = self.pid  # another thread may stop this worker meanwhile (a warm-up's wait)
+        assert self.log is not None
+        self.log.seek(0)
+        self.log.truncate()
+        self.notes = ()
+        self.moved_s = 0.0
+        self._sent_at = time.perf_counter()
+        ident = next(_ids)
+        packed = transfer.pack((ident, first_phase, request))
+        try:
+            try:
+                send_frame(self.requests, packed.frame)
+            except OSError:  # the child died between requests
+                raise ChildFailure(first_phase, *self._death(first_phase, pid)) from None
+            if meanwhile is not None:
+                meanwhile()
+            message = self._watch(ident, limits, on_phase, packed, pid)
+            with contextlib.suppress(OSError):
+                send_frame(self.requests, ACK)  # the child may free what it sent, now
+        except BaseException as exc:
+            if not self._stopped_elsewhere(pid):  # then the session ends: no successor
+                self._replace(exc)  # a reply still pending must never reach the next call
+            raise
+        finally:
+            packed.close()
+        self.notes = message.notes
+        if message.retire:
+            self._replace(None)
+        if message.kind == "error":
+            error = message.value
+            if not isinstance(error, Exception):
+                error = HandlerError(f"{type(error).__name__}: {error}")
+            raise error
+        return message.value
+
+    def start(self) -> None:
+        """Fork the child now, unless this process already has one."""
+        if not self.pid or self.owner != os.getpid():
+            self._start()
+
+    def stop(self) -> None:
+        """Kill the child's whole process group (and its escaped daemons), reap the child.
+        The pid is forgotten first: a thread waiting on the child then sees it stopped."""
+        pid, mine = self.pid, self.owner == os.getpid()
+        self.pid = 0
+        self._stopper = threading.get_ident()
+        if pid and mine:
+            kill_tree(pid)
+            self._close()
+
+    def _stopped_elsewhere(self, pid: int) -> bool:
+        """Whether another thread stopped the child ``pid`` this thread was waiting on."""
+        return self.pid != pid and self._stopper not in (None, threading.get_ident())
+
+    def _close(self) -> None:
+        for fd in (self.requests, self.replies, self.lifeline):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        _workers.pop(id(self), None)
+
+    def _replace(self, cause: BaseException | None) -> None:
+        """End the child; unless the user interrupts, fork (and warm) its successor now."""
+        mine = self.owner == os.getpid()
+        self.stop()
+        if not mine or not self.renew or self._renewing:
+            return
+        if isinstance(cause, (KeyboardInterrupt, SystemExit)):
+            return
+        self._renewing = True
+        try:
+            self._start()
+            if self.warm is not None:
+                with contextlib.suppress(Exception):  # the next call meets it and says so
+                    self.call(self.warm, {TRANSFER: self.warm_limit}, TRANSFER)
+        finally:
+            self._renewing = False
+
+    def _forget(self) -> None:
+        if self.pid and self.owner == os.getpid():
+            self._close()
+        self.pid = 0
+
+    def _start(self) -> None:
+        self._stopper = None
+        requests_read, self.requests = os.pipe()
+        self.replies, replies_write = os.pipe()
+        lifeline_read, self.lifeline = os.pipe()
+        if self.log is not None:
+            self.log.close()
+        self.log = tempfile.TemporaryFile()  # noqa: SIM115 (the worker's, for its life)
+        parent = os.getpid()
+        gc.freeze()  # the child's collector then leaves the parent's objects (and pages) alone
+        pid = os.fork()
+        if pid == 0:  # the child: never returns
+            fds = Fds(requests_read, replies_write, lifeline_read, self.log.fileno())
+            child(self.handler, fds, parent, self.memory_limit, self.clean)
+        os.close(requests_read)
+        os.close(replies_write)
+        os.close(lifeline_read)
+        self.pid, self.owner = pid, parent
+        _workers[id(self)] = self
+
+    def _watch(
+        self,
+        ident: int,
+        limits: Mapping[str, float],
+        on_phase: Report | None,
+        packed: transfer.Packed,
+        pid: int,
+    ) -> Message:
+        """Follow the child ``pid``'s phase reports under their limits until its reply.
+        Each phase is timed from when the child sent its report (``Message.at``, the
+        machine's monotonic clock), however late this process reads it."""
+        phase, buffer = TRANSFER, bytearray()
+        since, arrived = self._sent_at, False  # when the last message left (or the request)
+        if on_phase is not None:
+            on_phase(phase)
+        deadline = since + limits.get(phase, TRANSFER_S)
+        while True:
+            if self.pid != pid:  # stopped by another thread: its pipes are closed
+                raise ChildFailure(phase, *self._death(phase, pid))
+            remaining = deadline - time.perf_counter()
+            if remaining <= 0:
+                raise self._timeout(phase, limits.get(phase, TRANSFER_S))
+            ready, _, _ = select.select([self.replies], [], [], min(remaining, INTERRUPT_S))
+            interrupts.check()  # a Ctrl-C swallowed elsewhere still ends the wait
+            if not ready:
+                continue
+            chunk = os.read(self.replies, 1 << 20)
+            if not chunk:  # the child is gone without a result
+                raise ChildFailure(phase, *self._death(phase, pid))
+            buffer += chunk
+            while len(buffer) >= 8 and len(buffer) >= 8 + int.from_bytes(buffer[:8], "little"):
+                size = int.from_bytes(buffer[:8], "little")
+                message: Message = transfer.unpack(bytes(buffer[8 : 8 + size]))
+                del buffer[: 8 + size]
+                if message.id != ident:  # a stale reply: never this call's
+                    continue
+                now = min(max(message.at, since), time.perf_counter())
+                if message.kind != "phase":
+                    if phase == TRANSFER:  # reported as the handler returned: the reply's way
+                        self.moved_s += now - since
+                    return message
+                if not arrived:  # the child's first report: its inputs are in place
+                    self.moved_s, arrived = self.moved_s + now - since, True
+                packed.close()  # the child has its inputs
+                phase, since = str(message.value), now
+                if phase not in limits and phase != TRANSFER:
+                    raise ChildFailure(phase, f"the child reported an unknown phase {phase!r}")
+                deadline = now + limits.get(phase, TRANSFER_S)
+                if on_phase is not None:
+                    on_phase(phase)
+
+    def _timeout(self, phase: str, seconds: float) -> ChildFailure:
+        self.stop()
+        limit = f"{seconds:g} s"
+        tail = self._tail()
+        text = f"timed out: {phase} exceeded its {limit} limit{tail}"
+        return ChildFailure(phase, text, f"timed out after {limit}{tail}",
+                            FailureKind(Failure.TIMEOUT))
+
+    def _death(self, phase: str, pid: int) -> tuple[str, str, FailureKind]:
+        """The child ``pid`` died: kill what is left of its group, reap it, say how it
+        died. When this process already stopped it (another thread), nothing is killed:
+        ``killpg(0)`` would end this process's own group, pytest with it."""
+        stopped = "stopped: this process ended the worker (the session is ending)"
+        if pid <= 0 or pid != self.pid or self.owner != os.getpid():
+            return f"{phase}: {stopped}", stopped, FailureKind(Failure.SIGNAL, "SIGKILL")
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+        try:
+            _, status = os.waitpid(pid, 0)
+        except ChildProcessError:  # reaped by a stop() in another thread
+            return f"{phase}: {stopped}", stopped, FailureKind(Failure.SIGNAL, "SIGKILL")
+        self._forget()
+        if os.WIFSIGNALED(status):
+            number = os.WTERMSIG(status)
+            name = signal.Signals(number).name
+            cause = f"killed by signal {name} ({signal.strsignal(number)})"
+            kind = FailureKind(Failure.SIGNAL, name)
+        else:
+            cause = f"exited with code {os.WEXITSTATUS(status)} and no result"
+            kind = FailureKind(Failure.EXIT_CODE, str(os.WEXITSTATUS(status)))
+        tail = self._tail()
+        return f"crashed during {phase}: {cause}{tail}", cause + tail, kind
+
+    def _tail(self) -> str:
+        if self.log is None:
+            return ""
+        self.log.seek(0)
+        text = self.log.read().decode(errors="replace").strip()
+        return f"; last output: {text[-OUTPUT_TAIL:]}" if text else ""
+
+
+def call_isolated(fn: Callable[[], T], limit_s: float, what: str) -> T:
+    """``fn()`` in a one-shot forked child under ``limit_s`` seconds: its (pickled) result,
+    or the exception it raised (non-``Exception`` ones as :class:`HandlerError`), or
+    :class:`ChildFailure` naming the crash or the timeout, ``what`` as its phase."""
+    worker = Worker(lambda _request, _report: fn(), renew=False)
+    try:
+        result: T = worker.call(None, {what: limit_s}, what)
+        return result
+    finally:
+        worker.stop()
+
+
+_workers: dict[int, Worker] = {}
+
+
+@atexit.register
+def _stop_all() -> None:
+    for worker in list(_workers.values()):
+        worker.stop()

@@ -1,0 +1,149 @@
+"""XTC's host runtime, built once per machine instead of once per process. No pytest.
+
+XTC compiles its host runtime (a few C files and a link, ``-march=native``) with ``cc`` the
+first time a process runs a kernel: about 1.4 s on a 2-core machine, paid by the adapter
+host of every session and of every xdist worker, before the first case can run.
+:func:`install` wraps XTC's build so that a library built once is kept in the suite's cache
+directory (``declcache.cache_file``) and copied into place afterwards. The key holds
+everything the build reads: XTC's version, the contents of the module that builds it and of
+the runtime's C sources, the compilers found on ``PATH`` (resolved path, size and
+modification time), the environment variables that steer them, whether XTC finds libpfm
+(XTC's own test, 40 ms), the platform and the CPU (model and flags, as ``-march=native``
+reads them). Each entry records the library's SHA-256; one that does not match is built
+again and replaced. Only the host runtime is kept: XTC's GPU runtime links MLIR and CUDA
+libraries whose identity this key does not hold, so it is built as XTC builds it.
+``PYTEST_XTC_CACHE=off`` switches this off with the suite's other caches; an XTC whose
+build function is not the one this was written for is left as it is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import os
+import platform
+import shutil
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from pytest_xtc.core.adapters import declcache
+from pytest_xtc.core.versions import installed
+
+DIRECTORY = "xtc-runtime"
+_BUILD_PARAMETERS = ["out_dll", "tdir", "runtime_type"]
+_COMPILERS = ("cc", "c++")
+_COMPILER_ENVIRONMENT = ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "LIBRARY_PATH",
+                         "COMPILER_PATH", "GCC_EXEC_PREFIX")
+_PFM_PROBE = "#include <perfmon/pfmlib.h>\nint main() { return 0; }\n"
+_MARK = "_pytest_xtc_cached"
+
+
+def _digest(*paths: Path) -> str:
+    sha = hashlib.sha256()
+    for path in paths:
+        sha.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return sha.hexdigest()
+
+
+def _cpu() -> list[str]:
+    """The CPU's model and flags (what ``-march=native`` depends on)."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return [platform.machine(), platform.processor()]
+    wanted = ("model name", "flags", "Features", "CPU implementer", "CPU part")
+    seen: dict[str, str] = {}
+    for line in lines:
+        name, _, value = line.partition(":")
+        if name.strip() in wanted:
+            seen.setdefault(name.strip(), value.strip())
+    return [platform.machine(), *(f"{k}={v}" for k, v in sorted(seen.items()))]
+
+
+def _compiler(name: str) -> list[Any]:
+    found = shutil.which(name)
+    if found is None:
+        return [name, None]
+    real = Path(found).resolve()
+    info = real.stat()
+    return [name, str(real), info.st_size, info.st_mtime_ns]
+
+
+def key(runtime: ModuleType) -> str:
+    """The cache key of XTC's host runtime as ``runtime`` (``xtc.runtimes.host.runtime``)
+    would build it on this machine now."""
+    from xtc.utils.tools import check_compile
+
+    module = Path(inspect.getfile(runtime))
+    sources = module.parents[2] / "csrcs" / "runtimes" / "host"
+    fields = [
+        installed("xtc-tools"), sys.platform, bool(getattr(runtime, "RUNTIME_DEBUG", False)),
+        _digest(module, *sorted(p for p in sources.iterdir() if p.is_file())),
+        [_compiler(name) for name in _COMPILERS],
+        {name: os.environ.get(name) for name in _COMPILER_ENVIRONMENT},
+        bool(check_compile(_PFM_PROBE, libs="pfm")), _cpu(),
+    ]
+    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
+
+
+def _fetch(library: Path, out: str) -> bool:
+    """Copy the kept ``library`` to ``out`` if it is whole (its recorded SHA-256)."""
+    try:
+        recorded = json.loads(library.with_suffix(".json").read_text())["sha256"]
+        data = library.read_bytes()
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    if hashlib.sha256(data).hexdigest() != recorded:
+        return False
+    Path(out).write_bytes(data)
+    return True
+
+
+def _keep(built: str, library: Path) -> None:
+    """Keep the library just built; errors ignored (the cache is an optimisation)."""
+    try:
+        data = Path(built).read_bytes()
+        library.parent.mkdir(parents=True, exist_ok=True)
+        declcache.replace_whole(library, data)
+        record = {"sha256": hashlib.sha256(data).hexdigest()}
+        declcache.replace_whole(library.with_suffix(".json"), json.dumps(record).encode())
+    except OSError:
+        pass
+
+
+def cached(build: Callable[..., None], runtime: ModuleType) -> Callable[..., None]:
+    """``build`` (XTC's ``_compile_runtime``) looking in the cache first."""
+
+    def build_or_fetch(out_dll: str, tdir: str, runtime_type: Any) -> None:
+        folder = declcache.cache_file(DIRECTORY)
+        if folder is None or runtime_type is not runtime.RuntimeType.HOST:
+            build(out_dll, tdir, runtime_type)
+            return
+        library = folder / f"host-{key(runtime)}.so"
+        if _fetch(library, out_dll):
+            return
+        build(out_dll, tdir, runtime_type)
+        _keep(out_dll, library)
+
+    setattr(build_or_fetch, _MARK, True)
+    return build_or_fetch
+
+
+def install() -> bool:
+    """Make XTC's host runtime build go through the cache; False where XTC's build function
+    is not the one this was written for (then it is left as it is)."""
+    from xtc.runtimes.host import runtime
+
+    build = getattr(runtime, "_compile_runtime", None)
+    if build is None:
+        return False
+    if getattr(build, _MARK, False):
+        return True
+    if list(inspect.signature(build).parameters) != _BUILD_PARAMETERS:
+        return False
+    runtime._compile_runtime = cached(build, runtime)
+    return True

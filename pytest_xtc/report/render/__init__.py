@@ -1,0 +1,2 @@
+"""Rendering for people: safe text and tables, check lines, summary.md, perf.svg, the
+formats list. No pytest."""

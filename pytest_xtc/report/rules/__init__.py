@@ -1,0 +1,1 @@
+"""Certification rules: profiles, waivers, the case set, verdicts. No pytest."""

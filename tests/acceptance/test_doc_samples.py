@@ -1,0 +1,76 @@
+"""The documents say what the code does: every option, subcommand and target they list
+exists, every one that exists is listed, their counts are the code's, their links lead
+somewhere, and the README stays a front page (at most 8 KB)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_xtc import cli
+from tests import ROOT
+
+GUIDE = ROOT / "docs" / "user-guide.md"
+DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")),
+             ROOT / "benchmarks" / "README.md"]
+
+
+def table_rows(text: str, header: str) -> list[str]:
+    """The first cells of the body of the table whose header row starts with ``header``."""
+    table = text[text.index(header):].split("\n\n")[0]
+    return re.findall(r"^\| (.+?) \|", table, re.M)[2:]
+
+
+def test_readme_is_a_front_page() -> None:
+    assert len((ROOT / "README.md").read_bytes()) <= 8 * 1024
+
+
+@pytest.mark.parametrize("doc", DOCUMENTS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_relative_links_lead_to_files(doc: Path) -> None:
+    links = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", doc.read_text())
+    missing = [link for link in links if "://" not in link
+               and not (doc.parent / link).exists()]
+    assert not missing, f"{doc.relative_to(ROOT)} links to {missing}"
+
+
+def test_every_option_is_in_the_guide_and_every_option_there_exists() -> None:
+    shown = subprocess.run([sys.executable, "-m", "pytest", "--help", "-p", "no:cacheprovider"],
+                           capture_output=True, text=True, timeout=120, check=True).stdout
+    declared = set(re.findall(r"(--xtc-[a-z0-9-]+)", shown))
+    text = GUIDE.read_text()
+    table = " ".join(table_rows(text, "| option |"))
+    listed = set(re.findall(r"(--xtc-[a-z0-9-]+)", table))
+    assert declared - listed == set(), "options missing from docs/user-guide.md's table"
+    assert listed - declared == set(), "docs/user-guide.md lists options pytest does not have"
+
+
+def test_every_subcommand_is_in_the_guide() -> None:
+    parser = cli.build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    commands = set(sub.choices)  # type: ignore[arg-type]
+    rows = table_rows(GUIDE.read_text(), "| subcommand |")
+    listed = {row.strip("`").split()[1] for row in rows}
+    assert listed == commands
+
+
+def test_targets_table_names_the_registered_targets() -> None:
+    tomllib = pytest.importorskip("tomllib")
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    registered = set(project["entry-points"]["pytest_xtc.targets"])
+    rows = table_rows(GUIDE.read_text(), "| target | what |")
+    listed = {name for row in rows for name in re.findall(r"`([\w-]+)`", row)}
+    assert listed == registered
+
+
+def test_selftest_sample_counts_the_variants() -> None:
+    from pytest_xtc.selftest import faults
+
+    text = (ROOT / "docs" / "robustness.md").read_text()
+    said = re.search(r"selftest: (\d+) faulty host variants", text)
+    assert said and int(said[1]) == len(faults.FAULTS)
+    rejected = re.search(r"faulty variants rejected: (\d+) of (\d+)", text)
+    assert rejected and int(rejected[2]) == len(faults.FAULTS)
