@@ -193,7 +193,7 @@ def plan(text: str) -> str | None:
     without being run (asserting what makes it safe to leave out)."""
     setup, _ = ci_commands()
     if text in user_setup():
-        return None  # the user's set-up: tests/test_user_setup.py runs it in a fresh venv
+        return None  # the user set-up: tests/acceptance/test_user_setup.py runs it
     if " -m venv " in f" {text} ":
         assert text in setup, f"set-up command {text!r} differs from .ci/run's {setup}"
         return None
