@@ -155,7 +155,7 @@ def failures(report: Report) -> list[str]:
                          f"<summary>{esc(name)}: {len(found)} {esc(status)}</summary>")
             for record in found:
                 lines.append(f'<div class="fail"><b class="mono">{esc(record.key)}</b>'
-                             f'  <span class="{status_class(status)}">{esc(status)}</span>'
+                             f' <span class="{status_class(status)}">{esc(status)}</span>'
                              f" in {esc(record.phase or '?')}")
                 if record.message:
                     lines.append(f"<pre>{esc_block(record.message[:4000])}</pre>")
