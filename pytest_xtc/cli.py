@@ -1,11 +1,12 @@
-"""``xtc-conformance``: list targets, run a certification, verify and merge bundles, and
-prove the suite's own power (``selftest``).
+"""``xtc-conformance``: list targets, run a certification, verify, merge and compare
+bundles, and prove the suite's own power (``selftest``).
 
 Exit status: one table for every subcommand (:mod:`pytest_xtc.exit_status`, shown by
 ``--help``): 0 done, 1 verdict no, 2 usage, 3 bad input, 4 internal. ``run`` gives 1 when a
 target is not conformant (with or without waivers) to a claimed profile (``--profile``,
 default core; "not applicable" fails too; a shard counts when nothing but its being one
-shard stands against it) or the bundle does not certify.
+shard stands against it) or the bundle does not certify. ``diff`` gives 1 when its ``--fail-on``
+condition holds.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from pytest_xtc.core.adapters import declcache, registry
 from pytest_xtc.exit_status import TABLE as EXIT_TABLE
 from pytest_xtc.exit_status import Exit
 from pytest_xtc.importer import command as importer
-from pytest_xtc.report import bundle, merge, verify
+from pytest_xtc.report import bundle, diff_command, merge, verify
 from pytest_xtc.report.parts.model import Report, Scope
 from pytest_xtc.report.parts.reasons import ReasonCode
 from pytest_xtc.report.parts.records import CaseRecord
@@ -100,7 +101,11 @@ def _certify(args: argparse.Namespace, extra: Sequence[str]) -> int:
         raise CliError(f"run: {exc}") from None
     import pytest
 
-    status = int(pytest.main(pytest_args(args)))
+    from pytest_xtc.report.render import progress
+
+    # a line of progress now and then, on a terminal only (quiet in CI logs)
+    shown = {"plugins": [progress.PytestProgress()]} if progress.wanted(sys.stdout) else {}
+    status = int(pytest.main(pytest_args(args), **shown))
     if not (args.report / bundle.MANIFEST).is_file():
         print(f"{PROG}: run: pytest ended with status {status} and wrote no bundle",
               file=sys.stderr)
@@ -212,10 +217,10 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog=PROG, description=__doc__.splitlines()[0],
-                                     epilog=EXIT_TABLE,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = _Parser(prog=PROG, description=description(), epilog=EXIT_TABLE,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=version_text())
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     option_help = "an adapter option (as --xtc-KEY of pytest); repeatable"
 
     listing = sub.add_parser("list", help="registered targets and their status here")
@@ -238,7 +243,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     verify = sub.add_parser("verify", help="check a bundle: checksums, completeness, "
                             "consistency of results and verdicts")
-    verify.add_argument("bundle", type=Path, metavar="DIR")
+    verify.add_argument("bundle", type=Path, metavar="DIR", help="the bundle directory")
     verify.add_argument("--rerun", type=int, metavar="N",
                         help="also re-run N results drawn at random on this machine and "
                         "compare statuses (and output digests where deterministic)")
@@ -252,16 +257,31 @@ def build_parser() -> argparse.ArgumentParser:
                    "parameters: every value, and every pair of values (all-pairs)")
 
     merge = sub.add_parser("merge", help="merge bundles of shards or machines into one")
-    merge.add_argument("out", type=Path, metavar="OUT")
-    merge.add_argument("bundles", type=Path, nargs="+", metavar="DIR")
+    merge.add_argument("out", type=Path, metavar="OUT",
+                       help="the merged bundle's directory (new, empty, or a bundle to replace)")
+    merge.add_argument("bundles", type=Path, nargs="+", metavar="DIR",
+                       help="the bundles to merge (shards or machines of one run)")
 
     shrink = sub.add_parser("shrink", help="reduce every failed case of a bundle to the "
                             "smallest case that fails the same way, as case files")
-    shrink.add_argument("bundle", type=Path, metavar="DIR")
+    shrink.add_argument("bundle", type=Path, metavar="DIR",
+                        help="the bundle whose failed cases are shrunk")
     shrink.add_argument("-o", "--out", type=Path, default=None, metavar="OUT",
                         help="where the case files go (default: DIR/shrunk)")
     importer.add_parser(sub)
+    diff_command.add_parser(sub)
     return parser
+
+
+def description() -> str:
+    """The module docstring's first paragraph, whole."""
+    return " ".join((__doc__ or "").split("\n\n")[0].split())
+
+
+def version_text() -> str:
+    from pytest_xtc import SUITE_VERSION, __version__
+
+    return f"{PROG} (pytest-xtc) {__version__}, conformance suite {SUITE_VERSION}"
 
 
 def cmd_shrink(args: argparse.Namespace) -> int:
@@ -314,6 +334,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return importer.main(args)
         if args.command == "coverage":
             return cmd_coverage()
+        if args.command == "diff":
+            return diff_command.main(args)
         return cmd_merge(args)
     except CliError as exc:
         print(visible(f"{PROG}: {exc}"), file=sys.stderr)

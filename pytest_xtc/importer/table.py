@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
+
+from pytest_xtc.report.render.text import table
 
 #: ONNX ops with no XTC op (xtc-tools 0.3: matmul, conv2d, relu, pad, pad2d, unpad,
 #: reshape, transpose; the last two not in its MLIR backend).
@@ -34,12 +37,8 @@ def reason(op: str) -> str:
 
 
 def _rows(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
-    cells = [list(map(str, header)), *[list(map(str, r)) for r in rows]]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
-             for r in cells]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return lines
+    """The report's table renderer, unwrapped (file names are copied from it whole)."""
+    return table(header, [list(map(str, r)) for r in rows], width=sys.maxsize).splitlines()
 
 
 def format_report(model: str, imported: Sequence[tuple[str, str, str, int]],

@@ -1,8 +1,11 @@
 """Collecting the suite: its test module, one test per (target, case), with markers.
 
-The suite module's node id is its real path (relative to the rootdir when inside it, else
-absolute), so that every node id, from ``--collect-only``, JUnit XML or ``results.jsonl``,
-can be passed back to pytest as it is.
+The suite module's node id is its path relative to the rootdir when inside it (a
+checkout), else its path in the package, ``pytest_xtc/conformance/test_conformance.py``:
+the same on every machine, whatever the venv's location (JUnit's classname
+``pytest_xtc.conformance.test_conformance``; a dashboard's history survives a moved venv).
+Such a node id is passed back to pytest as it is: an argument naming that package path
+where no such file exists is read as the installed suite module.
 
 Markers, each registered (``--strict-markers`` accepts them; ``pytest --markers`` lists
 them): ``xtc`` on every case, then the target (``host``, ``host_c``, ``nvgpu``...: its
@@ -14,6 +17,7 @@ name with ``-`` as ``_``, without a device ordinal), each op of the graph (``mat
 
 from __future__ import annotations
 
+import functools
 import gc
 import importlib
 import re
@@ -43,12 +47,29 @@ DTYPE_MARKERS = {
 }
 
 
+#: The suite module's node id outside the rootdir: its path in the installed package.
+PACKAGE_PATH = "pytest_xtc/conformance/test_conformance.py"
+
+
+def resolve_package_args(config: pytest.Config) -> None:
+    """Arguments naming the suite by its package node id (``PACKAGE_PATH[::...]``) where
+    no such file is, as the installed suite module."""
+    from pytest_xtc.conformance import SUITE_MODULE
+
+    root = config.invocation_params.dir
+    for i, arg in enumerate(config.args):
+        path, sep, rest = arg.partition("::")
+        if path == PACKAGE_PATH and not (root / path).exists():
+            config.args[i] = f"{SUITE_MODULE.resolve()}{sep}{rest}"
+
+
 def add_suite_to_args(config: pytest.Config) -> None:
     """Make sure the suite module is collected when targets are chosen explicitly."""
     from pytest_xtc.conformance import SUITE_MODULE
 
     suite = SUITE_MODULE.resolve()
     root = config.invocation_params.dir
+    resolve_package_args(config)
     for arg in config.args:
         path = (root / arg.split("::")[0]).resolve()
         if suite == path or path in suite.parents:
@@ -57,12 +78,39 @@ def add_suite_to_args(config: pytest.Config) -> None:
 
 
 def suite_path(config: pytest.Config, path: Path) -> str:
-    """The suite module's path for node ids: relative to the rootdir when inside it,
-    else absolute (``/``-separated either way)."""
+    """The suite module's path for node ids: relative to the rootdir when inside it and
+    not installed (a checkout), else :data:`PACKAGE_PATH` (``/``-separated either way)."""
+    if _installed_in() is not None or {"site-packages", "dist-packages"} & set(path.parts):
+        return PACKAGE_PATH
     try:
         return path.relative_to(config.rootpath).as_posix()
     except ValueError:
-        return path.resolve().as_posix()
+        return PACKAGE_PATH
+
+
+@functools.cache
+def _installed_in() -> Path | None:
+    """The virtual environment holding the suite module, if any (its pyvenv.cfg)."""
+    from pytest_xtc.conformance import SUITE_MODULE
+
+    return next((d for d in SUITE_MODULE.resolve().parents if (d / "pyvenv.cfg").is_file()),
+                None)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """pytest ignores virtual environments below the rootdir (``python3 -m venv env``
+    then ``pytest --xtc-target=host`` in the same directory): in the one holding the
+    suite, the directories leading to the suite module, and the module, are collected;
+    anything else there stays ignored."""
+    from pytest_xtc.conformance import SUITE_MODULE
+
+    venv = _installed_in()
+    if venv is None or not collection_path.resolve().is_relative_to(venv):
+        return None
+    # compared as found, not resolved: a venv's lib64 links to lib (the suite once only)
+    suite = SUITE_MODULE.absolute()
+    return not (collection_path == suite or collection_path in suite.parents)
 
 
 class SuiteModule(pytest.Module):

@@ -11,6 +11,7 @@ import datetime
 import shlex
 import sys
 import time
+import warnings
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -206,6 +207,8 @@ class Reporter:
                     self.report = report
                 except bundle.WriteError as exc:
                     self.failure = exc
+            if self.failure is None:
+                self._step_summary()
         if received:
             session.config.get_terminal_writer().line(
                 "Ctrl-C came while the bundle was written: it was finished first, whole"
@@ -215,6 +218,16 @@ class Reporter:
                 session.exitstatus = WRITE_FAILED
             if not self.config.pluginmanager.has_plugin("terminalreporter"):
                 print(self.failure_line(), file=sys.stderr)
+
+    def _step_summary(self) -> None:
+        """The bundle's summary.md into $GITHUB_STEP_SUMMARY, when set (CI job summaries)."""
+        from pytest_xtc.report import step_summary
+
+        try:
+            step_summary.append(self.path)
+        except OSError as exc:
+            warnings.warn(f"xtc report: ${step_summary.VARIABLE} not written: "
+                          f"{exc.strerror or exc}", stacklevel=1)
 
     def failure_line(self) -> str:
         assert self.failure is not None

@@ -86,6 +86,7 @@ def configure(config: pytest.Config) -> None:
     sharding.configure(config)
     explore.configure(config)
     reporting.configure(config)
+    collection.resolve_package_args(config)
     if explicit or user_cases or config.getoption("xtc_case"):
         collection.add_suite_to_args(config)
 

@@ -14,6 +14,7 @@ from pytest_xtc.core.adapter import TargetAdapter, TargetSpec
 from pytest_xtc.core.cases.case import Case
 from pytest_xtc.core.execution.runner import Settings, run_case
 from pytest_xtc.core.outcome import Status
+from pytest_xtc.report.render.progress import Progress
 from pytest_xtc.selftest import faults
 from pytest_xtc.selftest.faults_numbers import ACCEPTED
 from pytest_xtc.targets.host import HostTarget
@@ -81,7 +82,8 @@ class Tally:
 
 
 def _run(adapter: TargetAdapter, cases: Sequence[Case], seed: int, workdir: Path,
-         first: bool = False, repeat_check: bool = False) -> Tally:
+         first: bool = False, repeat_check: bool = False,
+         progress: Progress | None = None) -> Tally:
     """Every case on ``adapter``; with ``first``, up to the first case it fails (enough to
     reject a faulty variant). A variant whose fault is its kernel times (``perf_fault``)
     runs with performance recorded, and fails a case whose record is invalid."""
@@ -92,6 +94,8 @@ def _run(adapter: TargetAdapter, cases: Sequence[Case], seed: int, workdir: Path
         outcome = run_case(adapter, case, workdir / f"{adapter.name}-{seed}-{n}",
                            settings(seed, perf, repeat_check))
         tally.cases += 1
+        if progress is not None and not first:
+            progress.advance(note=f"host, seed {seed}")
         invalid = (outcome.perf or {}).get("invalid")
         if outcome.status is not Status.PASSED or invalid:
             tally.rejected.append(case.id)
@@ -110,9 +114,12 @@ def run(log: Callable[[str], None] = print) -> bool:
     with tempfile.TemporaryDirectory(prefix="xtc-selftest-") as tmp:
         workdir = Path(tmp)
         log(f"selftest: {len(faults.FAULTS)} faulty host variants over {len(cases)} cases")
+        # a variant counts as one case (most stop at their first): an estimate, on a TTY
+        progress = Progress("selftest runs", len(faults.FAULTS) + len(SEEDS) * len(cases))
         rejected = 0
         for name in faults.FAULTS:
             tally = _run(faults.make(name), cases, SEEDS[0], workdir, first=True)
+            progress.advance(note=name)
             caught = len(tally.rejected)
             rejected += bool(caught)
             verdict = (f"REJECTED at case {tally.cases} of {len(cases)}" if caught
@@ -124,7 +131,7 @@ def run(log: Callable[[str], None] = print) -> bool:
         log(f"faulty variants rejected: {rejected} of {len(faults.FAULTS)}")
         host = HostTarget(TargetSpec("host", "host"))
         for seed in SEEDS:
-            tally = _run(host, cases, seed, workdir)
+            tally = _run(host, cases, seed, workdir, progress=progress)
             passed = tally.cases - len(tally.rejected)
             log(f"host, seed {seed}: {passed} of {tally.cases} passed ({tally.seconds:.1f} s)")
             for case_id, cause in zip(tally.rejected, tally.causes, strict=True):

@@ -126,7 +126,8 @@ def ci_commands() -> tuple[list[str], list[str]]:
     """.ci/run's set-up commands (those creating .venv) and its other commands."""
     lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
     run = [line for line in lines
-           if line and not line.startswith(("#", "set ", "cd ")) and line != "#!/usr/bin/env bash"]
+           if line and not line.startswith(("#", "set ", "cd ", "bash .ci/", "export "))
+           and line != "#!/usr/bin/env bash"]
     setup = [line for line in run if " -m venv " in f" {line} "]
     return setup, [line for line in run if line not in setup]
 
@@ -180,10 +181,19 @@ def full_pytest_run(argv: list[str]) -> bool:
     )
 
 
+def user_setup() -> list[str]:
+    """The README's user set-up lines (between its ``user-setup`` marks)."""
+    from tests.acceptance.test_user_setup import readme_lines
+
+    return readme_lines()[0]
+
+
 def plan(text: str) -> str | None:
     """The command line to run for a documented command, or None when it is checked
     without being run (asserting what makes it safe to leave out)."""
     setup, _ = ci_commands()
+    if text in user_setup():
+        return None  # the user set-up: tests/acceptance/test_user_setup.py runs it
     if " -m venv " in f" {text} ":
         assert text in setup, f"set-up command {text!r} differs from .ci/run's {setup}"
         return None
@@ -348,8 +358,11 @@ def test_readme_set_up_and_test_commands_are_those_of_ci() -> None:
 def test_readme_starts_with_the_users_quick_start() -> None:
     """A new user's first commands come first; the developers' two come after, named."""
     text = (ROOT / "README.md").read_text()
-    first = [c.text for c in doc_commands(ROOT / "README.md")][:2]
-    assert first == ["pip install pytest-xtc", "pytest --xtc-target=host"], first
+    from tests.acceptance.test_user_setup import readme_lines
+
+    setup_lines, start = readme_lines()
+    first = [c.text for c in doc_commands(ROOT / "README.md")][:len(setup_lines) + 1]
+    assert first == [*setup_lines, "pytest --xtc-target=host"] == [*setup_lines, *start], first
     setup, tests = ci_commands()
     developers = text.index("# For developers of pytest-xtc")
     assert text.index("pytest --xtc-target=host") < developers < text.index(setup[0])
@@ -372,7 +385,8 @@ def test_optional_tools_are_extras_and_dev_has_what_the_tests_use() -> None:
     assert extras["report"] == {"matplotlib"}
     assert {"pytest-benchmark", "pytest-timeout", "matplotlib", "build", "tox"} <= extras["dev"]
     assert any(d.startswith("xtc-tools>=0.3.1,<0.4") for d in project["dependencies"])
-    assert "License :: OSI Approved :: BSD License" in project["classifiers"]
+    assert project["license"] == "BSD-3-Clause" and project["license-files"] == ["LICENSE"]
+    assert not [c for c in project["classifiers"] if c.startswith("License ::")]  # PEP 639
     assert {"Homepage", "Source", "Issues"} <= set(project["urls"])
     assert "BSD 3-Clause" in (ROOT / "LICENSE").read_text()
     assert "the pytest-xtc authors" in (ROOT / "LICENSE").read_text()

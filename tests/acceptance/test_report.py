@@ -19,6 +19,7 @@ from pytest_xtc.report import bundle, suitecheck, verify
 from pytest_xtc.report.parts.reasons import ReasonCode, parse
 from pytest_xtc.report.parts.records import clean
 from pytest_xtc.report.render import chart as plot
+from pytest_xtc.report.render import page
 from pytest_xtc.report.rules import caseset
 from pytest_xtc.report.rules.profiles import profile_of
 from pytest_xtc.report.rules.verdicts import (
@@ -298,7 +299,7 @@ def test_report_of_a_filtered_run(pytester: pytest.Pytester, run: Any) -> None:
     result = run("--xtc-target=host", "--xtc-report=rep", "--junitxml=junit.xml", "-k", FEW)
     result.assert_outcomes(passed=9)
     where = pytester.path / "rep"
-    expected = [*bundle.CONTENT, bundle.MANIFEST, plot.PLOT]  # perf.svg: the per-op chart
+    expected = [*bundle.CONTENT, bundle.MANIFEST, plot.PLOT, page.NAME]  # perf.svg: the chart
     assert sorted(p.name for p in where.iterdir()) == sorted(expected)
     assert (pytester.path / "junit.xml").is_file()
     lines = (where / bundle.RESULTS).read_text().splitlines()

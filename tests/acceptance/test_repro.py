@@ -112,17 +112,20 @@ def test_rerun_line_of_a_placed_case_reproduces_it(placer, pytester, where) -> N
 
 
 def test_node_ids_have_a_file_part_and_run_as_they_are(pytester) -> None:
-    """Collected outside a checkout, node ids carry the suite module's absolute path (and
-    JUnit its classname): pasted back to pytest, an id runs that case."""
+    """Collected outside a checkout, node ids carry the suite module's path in the package,
+    the same on every machine (and JUnit's classname ``pytest_xtc.conformance...``, not
+    the venv's path with dots): pasted back to pytest, an id runs that case."""
     listing = shell(["pytest", "--xtc-target=host", "--co", "-q", "-k",
                      "matmul-float32-13x11x7-tile]"], pytester.path)
     ids = [line for line in listing.stdout.splitlines() if "::test_conformance[" in line]
-    assert ids == [f"{SUITE}::test_conformance[host-matmul-float32-13x11x7-tile]"], ids
+    assert ids == ["pytest_xtc/conformance/test_conformance.py::"
+                   "test_conformance[host-matmul-float32-13x11x7-tile]"], ids
     again = shell(["pytest", ids[0], "--xtc-target=host", "--xtc-repeat=0",
                    f"--junitxml={pytester.path / 'j.xml'}"], pytester.path)
     assert counts(again.stdout) == "1 passed", again.stdout + again.stderr
     case = ET.parse(pytester.path / "j.xml").getroot().find(".//testcase")
-    assert case is not None and case.get("classname"), ET.tostring(case)
+    assert case is not None, ET.tostring(case)
+    assert case.get("classname") == "pytest_xtc.conformance.test_conformance", case.attrib
     props = {p.get("name"): p.get("value") for p in case.iter("property")}
     assert props["xtc_target"] == "host"
     assert props["xtc_case"] == "matmul-float32-13x11x7-tile"

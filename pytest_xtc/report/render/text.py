@@ -72,7 +72,7 @@ def _widths(header: Sequence[str], rows: Sequence[Sequence[str]], width: int) ->
     table fits ``width`` (never below a column's header word or MIN_COLUMN)."""
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     floors = [
-        min(w, max(MIN_COLUMN, *(len(word) for word in str(h).split())))
+        min(w, max([MIN_COLUMN, *(len(word) for word in str(h).split())]))
         for w, h in zip(widths, header, strict=True)
     ]
     while sum(widths) + len(GAP) * (len(widths) - 1) > width:

@@ -1,0 +1,38 @@
+"""The report page's "Changes since the baseline" section (:mod:`pytest_xtc.report.diff`)."""
+
+from __future__ import annotations
+
+from pytest_xtc.report.diff import Comparison, Speed
+from pytest_xtc.report.render.page.sections import table
+from pytest_xtc.report.render.page.style import esc, status_class
+from pytest_xtc.report.render.text import human_time
+
+
+def _speeds(title: str, speeds: list[Speed]) -> list[str]:
+    if not speeds:
+        return []
+    rows = [[f"<span class=mono>{esc(s.case)}</span>", esc(human_time(s.old_median_s)),
+             esc(human_time(s.new_median_s)), f"{s.ratio:.2f}x", f"{s.p:.3g}"] for s in speeds]
+    return [f"<h3>{title} kernels ({len(speeds)})</h3>",
+            *table(["case", "median was", "median now", "ratio", "p"], rows, numeric=4)]
+
+
+def changes(found: Comparison) -> list[str]:
+    """Status changes (regressions marked), new and gone cases, slower and faster kernels."""
+    lines = [f"<p>Baseline <code>{esc(found.old)}</code>, this bundle <code>{esc(found.new)}"
+             f"</code>: {len(found.changed)} status changes ({len(found.regressions)} "
+             f"regressions), {len(found.added)} new cases, {len(found.gone)} gone, "
+             f"{len(found.slower)} slower, {len(found.faster)} faster kernels "
+             f"({found.timed} timed on both sides).</p>"]
+    if found.changed:
+        rows = [[f"<span class=mono>{esc(c.case)}</span>",
+                 f'<span class="{status_class(c.old)}">{esc(c.old)}</span>',
+                 f'<span class="{status_class(c.new)}">{esc(c.new)}</span>',
+                 "<b class=bad>regression</b>" if c.regression else ""] for c in found.changed]
+        lines += ["<h3>Status changes</h3>", *table(["case", "was", "now", ""], rows)]
+    for title, keys in (("New cases", found.added), ("Gone cases", found.gone)):
+        if keys:
+            lines += [f"<details><summary>{title} ({len(keys)})</summary><p class=mono>",
+                      ", ".join(esc(k) for k in keys), "</p></details>"]
+    lines += _speeds("Slower", found.slower) + _speeds("Faster", found.faster)
+    return [*lines, f"<p class=muted>Speed test: {esc(found.test)}.</p>"]
