@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from pytest_xtc.core.adapter import ExportedKernel, Timing
+from pytest_xtc.core.cases.identity import test_id
 from pytest_xtc.pack import device_runner as runner
 from pytest_xtc.pack.device_inputs import input_digest
 
@@ -41,7 +42,7 @@ class PackError(ValueError):
 
 def case_key(target: str, case_id: str) -> str:
     """A folder name for ``case_id`` on ``target``: readable, unique by a digest."""
-    name = f"{target}-{case_id}"
+    name = test_id(target, case_id)
     digest = hashlib.sha256(name.encode()).hexdigest()[:12]
     return f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', name)[:80]}-{digest}"
 

@@ -74,3 +74,31 @@ def test_selftest_sample_counts_the_variants() -> None:
     assert said and int(said[1]) == len(faults.FAULTS)
     rejected = re.search(r"faulty variants rejected: (\d+) of (\d+)", text)
     assert rejected and int(rejected[2]) == len(faults.FAULTS)
+
+
+SAMPLE = re.compile(r"<!-- sample: (?P<command>[^>]+?) -->\n```text\n(?P<text>.*?)```", re.S)
+TIMES = re.compile(r"\d+(\.\d+)? ?(ns|us|µs|ms|s)\b|\d+\.\d+(e[-+]\d+)?|\bin \d+\.\d+s\b")
+
+
+def _rows_of(text: str) -> list[str]:
+    """The lines a sample's counts and names live in, with the figures that vary (times,
+    ratios) left out."""
+    lines = (TIMES.sub("#", line) for line in text.splitlines())
+    return [" ".join(line.replace("=", " ").replace("-", " - ").split()) for line in lines]
+
+
+@pytest.mark.parametrize("doc", DOCUMENTS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_samples_are_what_the_command_prints(doc: Path, tmp_path: Path) -> None:
+    """A sample marked ``<!-- sample: COMMAND -->`` is what COMMAND prints today, but for
+    times and ratios: a count, a column or a name that changed fails here."""
+    import shlex
+
+    for found in SAMPLE.finditer(doc.read_text()):
+        argv = shlex.split(found["command"])
+        assert argv[0] == "pytest", found["command"]
+        done = subprocess.run([sys.executable, "-m", *argv, "-p", "no:cacheprovider"],
+                              cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                              check=False)
+        printed = _rows_of(done.stdout)
+        missing = [line for line in _rows_of(found["text"]) if line and line not in printed]
+        assert not missing, f"{doc.name}: `{found['command']}` no longer prints {missing}"
