@@ -6,6 +6,7 @@ options, :func:`configure` registers the hooks when one is given."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Generator, Sequence
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 
 from pytest_xtc.core.cases.case import Case
+from pytest_xtc.core.cases.identity import test_id
 from pytest_xtc.core.execution.settings import Settings
 from pytest_xtc.exploration import explore, shrink, tally
 from pytest_xtc.plugin import options, state
@@ -116,7 +118,7 @@ class ExploreHooks:
         self.shrunk += [v for k, v in report.user_properties
                         if k == SHRUNK_KEY and isinstance(v, dict)]
 
-    def tally(self) -> dict[str, Any]:
+    def tally(self) -> dict[str, Counter[str]]:
         """Per strategy, the explored outcomes (and the strategies that did not apply)."""
         counts: dict[str, int] = {}
         if self.config.getoption("xtc_explore", None):
@@ -138,6 +140,6 @@ class ExploreHooks:
             terminalreporter.section("XTC shrunk failures")
             for value in self.shrunk:
                 terminalreporter.write_line(
-                    f"{value['target']}-{value['case']}: from {value['before']} to "
+                    f"{test_id(value['target'], value['case'])}: from {value['before']} to "
                     f"{value['after']}\n  {value['file']}\n  rerun: {value['command']}"
                 )

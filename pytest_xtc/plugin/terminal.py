@@ -133,11 +133,7 @@ class OutcomeCollector:
             for reason, n in reasons[target].most_common():
                 # one line each (not wrapped: a reason is searched for as a whole)
                 write(f"  {n} x {visible(reason)}", yellow=True)
-        checks = by_target(
-            {"target": r.target, "guarded": r.guarded, "precision": r.precision,
-             "checks": r.checks}
-            for r in self.results
-        )
+        checks = by_target(self.results)
         for target in sorted(checks):
             for line in checks[target].lines(target):
                 write(visible(line))

@@ -206,12 +206,6 @@ def _read_manifest(path: Path) -> dict[str, str]:
     return manifest
 
 
-def load(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]], list[str]]:
-    """:func:`read`, as JSON data (for code that reads the report as dicts)."""
-    report, records, problems = read(path)
-    return report.to_dict(), [r.to_dict() for r in records], problems
-
-
 def read(path: Path) -> tuple[Report, list[CaseRecord], list[str]]:
     """The report, the records and the integrity problems (checksums) of a bundle.
     Raises BundleError (naming ``path``) when it cannot be read at all, breaks one of

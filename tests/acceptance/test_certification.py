@@ -22,6 +22,7 @@ from pytest_xtc.report.rules.verdicts import assemble
 from pytest_xtc.report.rules.waivers import load_waivers
 from tests import ROOT
 from tests.acceptance.test_report import CASES, X, make_bundle, make_report, verdicts
+from tests.support import bundles
 
 SCRIPT = Path(sys.executable).with_name("xtc-conformance")
 #: A few host cases of both dtypes: float64 relu fails to compile on XTC 0.3.2.
@@ -304,7 +305,7 @@ def test_rerun_catches_passes_forged_for_a_faulty_target(
     run("--xtc-target=f16", "--xtc-report=rep", "--xtc-repeat=0", "-k",
         "matmul-float32-13x11x7")
     where = pytester.path / "rep"
-    report, records, _ = bundle.load(where)
+    report, records, _ = bundles.load(where)
     failed = [r["case"] for r in records if r["status"] == "failed"]
     assert failed, "the faulty target should fail these cases"
     for record in records:  # the forgery: failures become passes, all rebuilt consistently

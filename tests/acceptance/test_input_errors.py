@@ -24,6 +24,7 @@ from pytest_xtc.report import bundle
 from pytest_xtc.report.rules.waivers import WaiverFileError, load_waivers
 from tests import ROOT
 from tests.acceptance.test_report import CASES, make_bundle
+from tests.support import bundles
 from tests.unit.core.cases.test_casefile import matmul
 
 pytestmark = pytest.mark.timeout(60)  # a reader blocked on a FIFO fails, not hangs
@@ -180,7 +181,7 @@ def test_a_bundle_json_naming_a_key_twice_names_the_line(tmp_path: Path,
     lines[2] = lines[2].replace('{"case"', '{"status": "failed", "case"', 1)
     (where / bundle.RESULTS).write_text("\n".join(lines) + "\n")
     with pytest.raises(bundle.BundleError) as info:
-        bundle.load(where)
+        bundles.load(where)
     assert f"{bundle.RESULTS}:3:" in str(info.value) and "'status'" in str(info.value)
 
 

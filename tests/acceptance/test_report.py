@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ from pytest_xtc.core.cases.case import DEVICE, HOST
 from pytest_xtc.core.cases.selectors import Selector, Traits
 from pytest_xtc.report import bundle, suitecheck, verify
 from pytest_xtc.report.parts.reasons import ReasonCode, parse
-from pytest_xtc.report.parts.records import clean
+from pytest_xtc.report.parts.records import CaseRecord, clean
 from pytest_xtc.report.render import chart as plot
 from pytest_xtc.report.render import page
 from pytest_xtc.report.rules import caseset
@@ -380,12 +381,12 @@ def test_two_shards_merge_like_one_run(pytester: pytest.Pytester, run: Any) -> N
 
 def test_the_performance_chart_is_in_the_manifest_and_checked(tmp_path: Path) -> None:
     records = [
-        {"target": "host", "case": f"matmul-float32-{n}x4x4-none", "status": "passed",
-         "perf": {"gflops": 2.0 * n, "numpy_gflops": 1.0}}
+        CaseRecord(target="host", case=f"matmul-float32-{n}x4x4-none", status="passed",
+                   perf={"gflops": 2.0 * n, "numpy_gflops": 1.0})
         for n in (1, 2, 3)
     ]
     assert plot.gflops_by_op(records) == {"host matmul": (4.0, 1.0)}
     svg = plot.render(records)
     assert svg is not None and svg.startswith("<?xml") and "host matmul" in svg
     assert plot.render(records) == svg  # the same figures give the same bytes
-    assert plot.render([{**records[0], "perf": None}]) is None
+    assert plot.render([replace(records[0], perf=None)]) is None

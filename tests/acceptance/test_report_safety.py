@@ -22,6 +22,7 @@ from pytest_xtc.report.render import summary
 from pytest_xtc.report.render.text import markdown, visible
 from pytest_xtc.report.rules.verdicts import assemble
 from tests.acceptance.test_report import CASES, make_bundle, make_report
+from tests.support import bundles
 
 FULL = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 ONE = "matmul-float32-13x11x7-tile]"  # one case of the suite
@@ -188,7 +189,7 @@ def test_json_with_a_duplicate_key_is_refused(
         "readers disagree on which value counts); the file was altered, rewrite it\n"
     )
     with pytest.raises(bundle.BundleError, match="duplicate JSON key"):
-        bundle.load(where)
+        bundles.load(where)
 
 
 def test_a_manifest_naming_a_file_twice_is_refused(tmp_path: Path) -> None:

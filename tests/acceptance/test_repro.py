@@ -275,11 +275,12 @@ def test_tables_fit_80_columns_and_times_read_in_human_units() -> None:
 def test_perf_chart_is_log_scale_split_by_dtype_and_size(monkeypatch) -> None:
     import importlib.util
 
+    from pytest_xtc.report.parts.records import CaseRecord
     from pytest_xtc.report.render import chart
 
     records = [
-        {"target": "host", "case": f"matmul-{dtype}-{n}x{n}x{n}-none",
-         "perf": {"gflops": g, "numpy_gflops": 1.0, "flops": 2 * n**3}}
+        CaseRecord(target="host", case=f"matmul-{dtype}-{n}x{n}x{n}-none", status="passed",
+                   perf={"gflops": g, "numpy_gflops": 1.0, "flops": 2 * n**3})
         for dtype, n, g in (("float32", 4, 0.01), ("float32", 256, 20.0), ("float64", 4, 0.02))
     ]
     assert set(chart.gflops_by_group(records)) == {

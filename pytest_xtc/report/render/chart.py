@@ -15,9 +15,10 @@ import re
 import statistics
 import warnings
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from pytest_xtc.report.parts.records import CaseRecord
 from pytest_xtc.report.render.text import visible
 
 PLOT = "perf.svg"
@@ -46,33 +47,33 @@ def _medians(found: Mapping[str, list[tuple[float, float]]]) -> dict[str, tuple[
     }
 
 
-def _figures(records: Iterable[Mapping[str, Any]]):  # type: ignore[no-untyped-def]
+def _figures(records: Iterable[CaseRecord]) -> Iterator[tuple[CaseRecord, Mapping[str, Any], str]]:
     for record in records:
-        perf = record.get("perf") or {}
+        perf = record.perf or {}
         if perf.get("gflops") and perf.get("numpy_gflops") and not perf.get("invalid"):
-            yield record, perf, record["case"].split("-")[0]
+            yield record, perf, record.case.split("-")[0]
 
 
-def gflops_by_op(records: Iterable[Mapping[str, Any]]) -> dict[str, tuple[float, float]]:
+def gflops_by_op(records: Iterable[CaseRecord]) -> dict[str, tuple[float, float]]:
     """``"<target> <op>"`` -> (median kernel GFLOP/s, median numpy GFLOP/s), over the cases
     whose records have both."""
     found: dict[str, list[tuple[float, float]]] = defaultdict(list)
     for record, perf, op in _figures(records):
-        found[f"{record['target']} {op}"].append((perf["gflops"], perf["numpy_gflops"]))
+        found[f"{record.target} {op}"].append((perf["gflops"], perf["numpy_gflops"]))
     return _medians(found)
 
 
-def gflops_by_group(records: Iterable[Mapping[str, Any]]) -> dict[str, tuple[float, float]]:
+def gflops_by_group(records: Iterable[CaseRecord]) -> dict[str, tuple[float, float]]:
     """``"<target> <op> <dtype> <size class>"`` -> (median kernel GFLOP/s, median numpy
     GFLOP/s): the chart's bars."""
     found: dict[str, list[tuple[float, float]]] = defaultdict(list)
     for record, perf, op in _figures(records):
-        key = f"{record['target']} {op} {_dtype(record['case'])} {size_class(perf.get('flops'))}"
+        key = f"{record.target} {op} {_dtype(record.case)} {size_class(perf.get('flops'))}"
         found[key].append((perf["gflops"], perf["numpy_gflops"]))
     return _medians(found)
 
 
-def render(records: Iterable[Mapping[str, Any]]) -> str | None:
+def render(records: Iterable[CaseRecord]) -> str | None:
     """The chart as SVG text, or None when no record has performance figures or when
     matplotlib is missing (then with a warning)."""
     data = gflops_by_group(records)

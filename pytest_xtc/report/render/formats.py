@@ -29,7 +29,7 @@ class Format:
 
 FORMATS: tuple[Format, ...] = (
     Format(summary.NAME, lambda report, records: summary.render(report), True, True),
-    Format(chart.PLOT, lambda report, records: chart.render([r.to_dict() for r in records]),
+    Format(chart.PLOT, lambda report, records: chart.render(records),
            False, False),
     # always written; not required (bundles of earlier versions have none), not checked
     # (it holds the chart, whose bytes depend on matplotlib's version)

@@ -96,8 +96,7 @@ def render(report: Report | Mapping[str, Any]) -> str:
 
 def checks_section(report: Report) -> list[str]:
     """Guard-band coverage and effective mantissa bits, per target."""
-    records = [r.to_dict() for entry in report.targets.values() for r in entry.results or ()]
-    found = checks.by_target(records)
+    found = checks.by_target(r for entry in report.targets.values() for r in entry.results or ())
     lines = [f"- {markdown(line)}" for target in sorted(found)
              for line in found[target].lines(target)]
     if not lines:

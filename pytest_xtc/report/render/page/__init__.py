@@ -66,7 +66,7 @@ def render(report: Report, records: Sequence[CaseRecord],
         parts += [f"<h3>{esc(name)}</h3>", *sections.matrix(name, entry)]
     parts += ['<h2 id="failures">Failures</h2>', *sections.failures(report)]
     parts.append('<h2 id="performance">Performance</h2>')
-    svg = chart.render([r.to_dict() for r in records]) if records else None
+    svg = chart.render(records) if records else None
     if svg:
         # its own text: matplotlib escapes the labels (case ids) it writes
         parts.append(f'<div class="chart">{inline_svg(svg)}</div>')

@@ -23,6 +23,7 @@ from pytest_xtc.core.execution.runner import Settings, run_case
 from pytest_xtc.core.judging import checks
 from pytest_xtc.core.judging.checks import Finding, Seen
 from pytest_xtc.core.outcome import Status
+from pytest_xtc.report.parts.records import CaseRecord
 from pytest_xtc.report.render.check_lines import by_target
 from pytest_xtc.targets.host import HostTarget
 
@@ -53,7 +54,7 @@ def test_adding_a_check_is_one_object_in_the_list(tmp_path: Path, monkeypatch) -
     passed = run_case(HOST, case, tmp_path / "a", Settings())
     assert passed.status is Status.PASSED and passed.checks
     assert set(passed.checks) >= {"results", "guard", "magnitude"}
-    found = by_target([passed.to_dict()])["host"].lines("host")
+    found = by_target([passed])["host"].lines("host")
     assert any(line.startswith("host: largest output") for line in found), found
     assert any("guard bands checked on 1 of 1 runs" in line for line in found), found
     monkeypatch.setattr(LargestMagnitude, "limit", 1e-3)
@@ -62,7 +63,7 @@ def test_adding_a_check_is_one_object_in_the_list(tmp_path: Path, monkeypatch) -
 
 
 def test_reports_read_records_written_before_the_check_list() -> None:
-    old = {"target": "t", "guarded": True, "precision": None}
+    old = CaseRecord(target="t", case="c", status="passed", guarded=True, precision=None)
     assert by_target([old])["t"].lines("t") == ["t: guard bands checked on 1 of 1 runs"]
 
 

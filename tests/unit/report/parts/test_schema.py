@@ -27,6 +27,7 @@ from pytest_xtc.report.parts.schema import SchemaError
 from pytest_xtc.report.render import summary
 from pytest_xtc.report.rules.verdicts import assemble_report, run_problems
 from tests import DATA
+from tests.support import bundles
 
 #: A bundle written by the plugin before the report was typed (commit 81b0a03, reports as
 #: dicts): ``pytest pytest_xtc/conformance/test_conformance.py --xtc-target=host
@@ -60,7 +61,7 @@ def test_a_bundle_written_before_the_typed_report_verifies_and_reads_back_unchan
     assert report_json(report) == (OLD / bundle.REPORT).read_text()
     assert "".join(dumps_line(r) for r in records) == (OLD / RESULTS).read_text()
     # the dict reading (replay, shrink) gives the JSON data itself
-    data, lines, _ = bundle.load(OLD)
+    data, lines, _ = bundles.load(OLD)
     assert data == old_data() and lines[0] == json.loads((OLD / RESULTS).read_text().split("\n")[0])
     # assembled again and written by this version: the same bytes
     again = assemble_report(report, records)
