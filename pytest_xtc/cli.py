@@ -24,7 +24,7 @@ from pytest_xtc.core.adapters import declcache, registry
 from pytest_xtc.exit_status import TABLE as EXIT_TABLE
 from pytest_xtc.exit_status import Exit
 from pytest_xtc.importer import command as importer
-from pytest_xtc.report import bundle, diff_command, merge, verify
+from pytest_xtc.report import bundle, diff, merge, verify
 from pytest_xtc.report.parts.model import Report
 from pytest_xtc.report.parts.records import CaseRecord
 from pytest_xtc.report.render.text import visible
@@ -233,7 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
     shrink.add_argument("-o", "--out", type=Path, default=None, metavar="OUT",
                         help="where the case files go (default: DIR/shrunk)")
     importer.add_parser(sub)
-    diff_command.add_parser(sub)
+    diff.add_parser(sub)
     return parser
 
 
@@ -299,7 +299,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "coverage":
             return cmd_coverage()
         if args.command == "diff":
-            return diff_command.main(args)
+            return diff.main(args)
         return cmd_merge(args)
     except CliError as exc:
         print(visible(f"{PROG}: {exc}"), file=sys.stderr)

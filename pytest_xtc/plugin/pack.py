@@ -31,13 +31,13 @@ def configure(config: pytest.Config, settings: Settings) -> None:
                          "its cases run remotely, one at a time)")
     if not given:
         return
-    from pytest_xtc.pack.writer import PackError, start
+    from pytest_xtc.core.pack.writer import PackError, start
 
     try:
         if settings.from_pack:
             _check_judged(settings)
         elif settings.run_on:
-            from pytest_xtc.pack import remote
+            from pytest_xtc.core.pack import remote
 
             remote.check_spec(settings.run_on)
         elif not hasattr(config, "workerinput"):  # xdist's workers write into it
@@ -67,7 +67,7 @@ class PackFinisher:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        from pytest_xtc.pack import writer
+        from pytest_xtc.core.pack import writer
 
         manifest = writer.finish(Path(self.settings.pack_dir), record(self.settings))
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")

@@ -17,8 +17,10 @@ from pathlib import Path
 import pytest
 
 from pytest_xtc import cli
-from pytest_xtc.report import bundle, diff
+from pytest_xtc.report import bundle
 from pytest_xtc.report.parts.records import CaseRecord, dumps_line, read_record
+from pytest_xtc.report.render import diff_lines
+from pytest_xtc.report.rules import comparison
 
 FEW = "relu-float32-5x7 or matmul-float32-13x11x7-tile or relu-float64-5x7-none"
 
@@ -42,17 +44,17 @@ def brute_p(a: list[float], b: list[float]) -> float:
 
 
 def test_mann_whitney_is_the_exact_test() -> None:
-    assert diff.mann_whitney([1, 2, 3, 4, 5], [6, 7, 8, 9, 10]) == pytest.approx(2 / 252)
-    assert diff.mann_whitney([6, 7, 8, 9, 10], [1, 2, 3, 4, 5]) == pytest.approx(2 / 252)
-    assert diff.mann_whitney([1, 3, 5, 7, 9], [2, 4, 6, 8, 10]) > 0.5
+    assert comparison.mann_whitney([1, 2, 3, 4, 5], [6, 7, 8, 9, 10]) == pytest.approx(2 / 252)
+    assert comparison.mann_whitney([6, 7, 8, 9, 10], [1, 2, 3, 4, 5]) == pytest.approx(2 / 252)
+    assert comparison.mann_whitney([1, 3, 5, 7, 9], [2, 4, 6, 8, 10]) > 0.5
     rng = random.Random(7)
     for _ in range(20):
         a = [rng.random() for _ in range(rng.randint(3, 5))]
         b = [rng.random() + rng.choice([0, 0.3]) for _ in range(rng.randint(3, 6))]
-        assert diff.mann_whitney(a, b) == pytest.approx(brute_p(a, b)), (a, b)
+        assert comparison.mann_whitney(a, b) == pytest.approx(brute_p(a, b)), (a, b)
     big = [float(i) for i in range(30)]
-    assert diff.mann_whitney(big, [x + 100 for x in big]) < 1e-9  # normal approximation
-    assert diff.mann_whitney(big, big) > 0.9
+    assert comparison.mann_whitney(big, [x + 100 for x in big]) < 1e-9  # normal approximation
+    assert comparison.mann_whitney(big, big) > 0.9
 
 
 def record(case: str, status: str = "passed", times: list[float] | None = None) -> CaseRecord:
@@ -73,7 +75,7 @@ def test_compare_finds_each_kind_of_change() -> None:
            record("d", times=[t * 1.03 for t in BASE]),  # apart, but within the threshold
            record("e", "passed"), record("f", "failed"), record("new"),
            record("g", times=[t * 2 for t in BASE])]  # 3 repeats before: not tested
-    found = diff.compare(old, new)
+    found = comparison.compare(old, new)
     assert [s.case for s in found.slower] == ["host-a"]
     assert [s.case for s in found.faster] == ["host-b"]
     assert found.slower[0].ratio == pytest.approx(1.5)
@@ -83,14 +85,14 @@ def test_compare_finds_each_kind_of_change() -> None:
     assert found.added == ["host-new"] and found.gone == ["host-gone"]
     assert found.regressions == ["host-f", "host-a"]
     assert (found.timed, found.untimed) == (4, 1)
-    text = "\n".join(diff.lines(found))
+    text = "\n".join(diff_lines.lines(found))
     assert "host-a" in text and "1.50x" in text and "Mann-Whitney" in text
     assert json.loads(json.dumps(found.to_dict()))["regressions"] == ["host-f", "host-a"]
 
 
 def test_same_records_compare_empty() -> None:
     records = [record("a", times=BASE), record("b", "failed"), record("c", "skipped")]
-    found = diff.compare(records, records)
+    found = comparison.compare(records, records)
     assert found.empty and not found.regressions and found.timed == 1
 
 
@@ -140,7 +142,7 @@ def test_a_bundle_against_itself_reports_nothing(host_bundle: Path,
     out = capsys.readouterr().out
     assert "0 status changes (0 regressions), 0 new, 0 gone, 0 slower, 0 faster" in out
     _, records, _ = bundle.read(host_bundle)
-    assert any(r.times and len(r.times) >= diff.MIN_SAMPLES for r in records), "no repeats"
+    assert any(r.times and len(r.times) >= comparison.MIN_SAMPLES for r in records), "no repeats"
 
 
 def test_a_doctored_slowdown_is_found_and_fails_ci(host_bundle: Path, tmp_path: Path,

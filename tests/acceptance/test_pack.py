@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_xtc.pack import device_runner
+from pytest_xtc.core.pack import device_runner
 from tests import ROOT
 
 SELECTION = ("relu-float32-9x16 or matmul+relu-float32-13x11x7-tile or relu-float32-7x1"
@@ -246,7 +246,7 @@ def as_cuda_pack(split: dict[str, object], where: Path, copies: bool = True) -> 
     """The split's pack, its results dropped, each case's protocol made ``cuda-bare``
     through the mock runtime (every other operand on the "device"); the manifest rewritten
     (writer.finish). ``copies=False``: a runtime whose copies do nothing."""
-    from pytest_xtc.pack import writer
+    from pytest_xtc.core.pack import writer
 
     pack = where / "pack"
     shutil.copytree(split["pack"], pack, ignore=shutil.ignore_patterns("results"))  # type: ignore[arg-type]
@@ -324,7 +324,7 @@ def test_runner_remakes_every_kind_of_input_bit_for_bit() -> None:
     others (special: placed by the graph's structure) travel as files, digest-checked."""
     from pytest_xtc.conformance import builtin_cases
     from pytest_xtc.core.cases import graphs
-    from pytest_xtc.pack import device_inputs, writer
+    from pytest_xtc.core.pack import device_inputs, writer
 
     seen = set()
     for case in builtin_cases():

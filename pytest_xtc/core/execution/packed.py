@@ -14,19 +14,21 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Mapping
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from pytest_xtc.core.adapter import Timing
 from pytest_xtc.core.cases import graphs
 from pytest_xtc.core.cases.case import Case
 from pytest_xtc.core.execution.settings import Settings
 from pytest_xtc.core.execution.work import TIMED_RUN, Call, Work, WorkRequest
 from pytest_xtc.core.outcome import Failure, FailureKind, Phase
-from pytest_xtc.pack import writer
-from pytest_xtc.pack.device_inputs import input_digest
-from pytest_xtc.pack.results import PackResults, Refused
+from pytest_xtc.core.pack import writer
+from pytest_xtc.core.pack.device_inputs import input_digest
+from pytest_xtc.core.pack.results import PackResults, Refused
 
 _opened: dict[str, PackResults] = {}
 _FAILURES = {"timeout": Failure.TIMEOUT, "signal": Failure.SIGNAL, "exit": Failure.EXIT_CODE,
@@ -53,9 +55,10 @@ def save(pack: Path, target: str, case: Case, request: WorkRequest, done: Work,
     outputs = [(o.name, tuple(o.shape), str(o.dtype)) for o in graphs.outputs(case.graph)]
     calls = [limits[Phase.RUN.value]] * (1 + len(request.more)) + [limits[TIMED_RUN]]
     seeds = [case.seed(request.settings.base_seed, n) for n in range(1 + len(request.more))]
+    timings = [asdict(Timing())] * (1 + len(request.more)) + [asdict(request.settings.timing)]
     writer.write_case(pack, case.id, target, list(zip(names, request.inputs, strict=True)),
                       request.more, {"values": case.values, "seeds": seeds}, outputs,
-                      request.settings.timing, calls, None if done.failure else done.export, record)
+                      timings, calls, None if done.failure else done.export, record)
 
 
 def from_pack(results: PackResults, case: Case, input_sets: list[list[np.ndarray]],
@@ -102,7 +105,7 @@ def run_remote(case: Case, request: WorkRequest, done: Work, limits: Mapping[str
     """Pack ``case`` alone, run it through the session's execnet gateway, judge it."""
     if done.failure:
         return done
-    from pytest_xtc.pack import remote
+    from pytest_xtc.core.pack import remote
 
     with tempfile.TemporaryDirectory(prefix="pytest-xtc-remote-") as scratch:
         pack = Path(scratch) / "pack"

@@ -7,7 +7,7 @@ per profile and the counts; a matrix of ops x dtypes x placements with each cell
 counts per status, coloured by the worst; every failure with its message and rerun line
 (folded where a target has many, so that 5,000 cases stay readable); the chart; what the
 catalog covers; the environment of every run. Given a comparison with a baseline bundle
-(:mod:`pytest_xtc.report.diff`), the changes come first.
+(:mod:`pytest_xtc.report.rules.comparison`), the changes come first.
 
 Plain standard-library string building (``html.escape``): a template engine (Jinja2)
 would be a dependency of every install for one page.
@@ -25,7 +25,7 @@ from pytest_xtc.report.render.page import sections
 from pytest_xtc.report.render.page.style import CSS, esc
 
 if TYPE_CHECKING:
-    from pytest_xtc.report.diff import Comparison
+    from pytest_xtc.report.rules.comparison import Comparison
 
 NAME = "report.html"
 

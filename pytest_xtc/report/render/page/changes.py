@@ -1,11 +1,12 @@
-"""The report page's "Changes since the baseline" section (:mod:`pytest_xtc.report.diff`)."""
+"""The report page's "Changes since the baseline" section
+(:mod:`pytest_xtc.report.rules.comparison`)."""
 
 from __future__ import annotations
 
-from pytest_xtc.report.diff import Comparison, Speed
 from pytest_xtc.report.render.page.sections import table
 from pytest_xtc.report.render.page.style import esc, status_class
 from pytest_xtc.report.render.text import human_time
+from pytest_xtc.report.rules.comparison import Comparison, Speed
 
 
 def _speeds(title: str, speeds: list[Speed]) -> list[str]:

@@ -1,6 +1,6 @@
 """Reading a pack's results back, refusing what does not belong to it. No pytest, no XTC.
 
-Whole-pack problems raise :class:`~pytest_xtc.pack.writer.PackError` (the session stops,
+Whole-pack problems raise :class:`~pytest_xtc.core.pack.writer.PackError` (the session stops,
 saying what to do): no manifest, a pack file that is not the one the manifest names, no
 ``run.json`` (the runner did not finish), results naming another pack or another runner
 version, a runner that ran none of the pack's cases. A case's own problems raise
@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from pytest_xtc.pack import device_runner as runner
-from pytest_xtc.pack.writer import RUNNER, PackError, case_key
+from pytest_xtc.core.pack import device_runner as runner
+from pytest_xtc.core.pack.writer import RUNNER, PackError, case_key
 
 Json = dict[str, Any]
 

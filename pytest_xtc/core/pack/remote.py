@@ -10,8 +10,8 @@ import atexit
 from pathlib import Path
 from typing import Any
 
-from pytest_xtc.pack import device_runner as runner
-from pytest_xtc.pack import remote_side
+from pytest_xtc.core.pack import device_runner as runner
+from pytest_xtc.core.pack import remote_side
 
 MARGIN_S = 30.0  # over the runner's own limits: sending, receiving
 _open: dict[str, tuple[Any, Any, set[str]]] = {}  # spec: (gateway, channel, libraries sent)

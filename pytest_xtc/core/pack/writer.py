@@ -20,16 +20,14 @@ import re
 import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
-from pytest_xtc.core.adapter import ExportedKernel, Timing
 from pytest_xtc.core.cases.identity import test_id
-from pytest_xtc.pack import device_runner as runner
-from pytest_xtc.pack.device_inputs import input_digest
+from pytest_xtc.core.pack import device_runner as runner
+from pytest_xtc.core.pack.device_inputs import input_digest
 
 CASES, LIBS, RUNNER = "cases", "libs", "runner"
 COMPRESS_OVER = 8 << 20  # runtime libraries larger than this travel xz-compressed
@@ -38,6 +36,25 @@ Json = dict[str, Any]
 
 class PackError(ValueError):
     """A pack that cannot be written or read as asked; the message says what to do."""
+
+
+class Exported(Protocol):
+    """A compiled case as the runner calls it (core.adapter.ExportedKernel)."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def library(self) -> Path: ...
+    @property
+    def entry(self) -> str: ...
+    @property
+    def runtime(self) -> tuple[Path, ...]: ...
+    @property
+    def timer(self) -> int | None: ...
+    @property
+    def placements(self) -> tuple[str, ...]: ...
+    @property
+    def guarded(self) -> bool: ...
 
 
 def case_key(target: str, case_id: str) -> str:
@@ -99,17 +116,17 @@ def write_case(
     more_sets: Sequence[Sequence[np.ndarray]],
     recipe: Mapping[str, Any],
     outputs: Sequence[tuple[str, tuple[int, ...], str]],
-    timing: Timing,
+    timings: Sequence[Mapping[str, object]],
     limits: Sequence[float],
-    exported: ExportedKernel | None,
+    exported: Exported | None,
     record: Mapping[str, Any],
 ) -> None:
     """One case into the pack: ``record`` (its compile time, or its failure) and, for an
-    exported kernel, its files and call protocol. ``limits`` are the calls' time limits
-    (untimed calls, then the timed one). The input sets travel as their ``recipe`` (the
-    input kind and each set's seed: the runner remakes them) and their digests; those the
-    runner cannot remake (special values, placed by the graph's structure) travel as
-    ``.npy`` files."""
+    exported kernel, its files and call protocol. ``timings`` and ``limits`` are the
+    calls' timing parameters and time limits (untimed calls, then the timed one). The
+    input sets travel as their ``recipe`` (the input kind and each set's seed: the runner
+    remakes them) and their digests; those the runner cannot remake (special values,
+    placed by the graph's structure) travel as ``.npy`` files."""
     key = case_key(target, case_id)
     folder = pack / CASES / key
     if folder.exists():
@@ -120,8 +137,8 @@ def write_case(
         sets = [[a for _, a in inputs], *[list(s) for s in more_sets]]
         digests = [input_digest(s) for s in sets]
         shutil.copyfile(exported.library, folder / exported.library.name)
-        calls = [{"set": n, "timing": asdict(Timing())} for n in range(len(sets))]
-        calls.append({"set": 0, "timing": asdict(timing)})
+        calls = [{"set": n, "timing": dict(timings[n])} for n in range(len(sets))]
+        calls.append({"set": 0, "timing": dict(timings[-1])})
         files: list[list[str]] | None = None
         if recipe.get("values") not in REMADE:
             files = [[f"set{n}-in{i}.npy" for i in range(len(s))] for n, s in enumerate(sets)]
