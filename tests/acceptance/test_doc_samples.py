@@ -102,3 +102,41 @@ def test_samples_are_what_the_command_prints(doc: Path, tmp_path: Path) -> None:
         printed = _rows_of(done.stdout)
         missing = [line for line in _rows_of(found["text"]) if line and line not in printed]
         assert not missing, f"{doc.name}: `{found['command']}` no longer prints {missing}"
+
+
+FAILURE = re.compile(r"<!-- failure sample: (?P<variant>\S+) (?P<case>\S+) seed (?P<seed>\d+) -->\n"
+                     r"```text\n\[(?P<phase>[\w-]+)\] (?P<message>[^\n]*)\n")
+
+
+def test_failure_samples_are_what_the_runner_says(tmp_path: Path) -> None:
+    """A failure message shown in the docs is the one the runner gives today for that
+    faulty variant, case and seed (a changed figure or wording fails here)."""
+    from pytest_xtc.conformance import builtin_cases
+    from pytest_xtc.core.execution.runner import Settings, run_case
+    from pytest_xtc.selftest import faults
+
+    found = [m for doc in DOCUMENTS for m in FAILURE.finditer(doc.read_text())]
+    assert found, "no failure sample in the docs"
+    for sample in found:
+        case = next(c for c in builtin_cases() if c.id == sample["case"])
+        outcome = run_case(faults.make(sample["variant"]), case, tmp_path / sample["case"],
+                           Settings(int(sample["seed"])))
+        assert (outcome.phase.value, outcome.message) == (sample["phase"], sample["message"])
+
+
+def test_the_import_total_sample_is_the_importers_wording() -> None:
+    """docs/import.md's total line is what the importer prints for those counts."""
+    from pytest_xtc.importer.command import Imported, _total
+
+    text = (ROOT / "docs" / "import.md").read_text()
+    shown = re.search(r"<!-- import total sample -->\n```text\n([^\n]+)\n", text)
+    assert shown, "docs/import.md has no marked total sample"
+    said = re.fullmatch(r"total: (\d+) models, (\d+) layers imported as (\d+) case files "
+                        r"\((\d+) over the budget\), (\d+) nodes not imported", shown[1])
+    assert said, shown[1]
+    models, layers, files, over, skipped = map(int, said.groups())
+    done = [Imported(f"m{i}") for i in range(models)]
+    done[0].files = [(f"f{i}", {}) for i in range(files)]
+    done[0].rows = [[f"f{i}", "", "", 1] for i in range(layers)]
+    done[0].skipped = [("Op", "why")] * skipped
+    assert _total(done, [], over) == shown[1]
