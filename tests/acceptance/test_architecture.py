@@ -161,7 +161,6 @@ def test_unnamed_nodes_and_nd_matmul_operands_are_evaluated() -> None:
 NEGATE = '''
 import numpy as np
 from pytest_xtc.ops.spec import Op
-from tests import ROOT
 
 class Negate(Op):
     name = "negate"

@@ -104,7 +104,7 @@ def test_scaled_gemm_imported_without_alpha_and_bias(tmp_path: Path, capsys: Any
     assert yaml.safe_load(case.read_text())["source"]["omitted"] == said and said in text
     assert mismatches(path, load(path, {}), case) == []
     code, _, err = import_model(path, tmp_path / "strict", capsys, "--strict")
-    assert code == 1 and ("Gemm alpha other than 1: XTC has no scaling op; Gemm bias C: XTC "
+    assert code == 3 and ("Gemm alpha other than 1: XTC has no scaling op; Gemm bias C: XTC "
                           "has no add to express it") in err
 
 

@@ -365,5 +365,8 @@ def test_a_pack_of_another_target_is_refused(split) -> None:
     done = pytest_run(split["root"] / "session", f"--xtc-from-pack={split['pack']}",
                       "--xtc-target=host-c")
     found = dict(re.findall(r"::test_conformance\[host-c-([^\]]+)\] (\w+)", done.stdout))
-    assert found and set(found.values()) == {"FAILED"}, done.stdout[-2000:]
+    # refused is an infrastructure error: FAILED, or XFAIL where host-c lists the case
+    # (SKIPPED: a case host-c does not support is not judged at all)
+    assert found and set(found.values()) <= {"FAILED", "XFAIL", "SKIPPED"}, done.stdout[-2000:]
+    assert "FAILED" in found.values(), done.stdout[-2000:]
     assert "refused: the pack holds no such case for host-c" in done.stdout

@@ -89,7 +89,7 @@ CLASSES = {
     ),
     "pointwise-conv-offset": (
         ["conv2d-float32-2x10x11x16-1x1x8-s2-p0-tile",
-         "conv2d-float32-1x13x1x3-1x1x17-s2-p0-split"],
+         "conv2d-float32-1x13x1x3-1x1x1-s2x1-p0-strip_mine-element-offset"],
         "exceed the bound",
     ),
 }

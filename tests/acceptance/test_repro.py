@@ -24,7 +24,6 @@ SUITE = ROOT / "pytest_xtc" / "conformance" / "test_conformance.py"
 PLACED_ADAPTER = """
 from pytest_xtc.core.adapter import Capabilities
 from pytest_xtc.targets.host import HostTarget
-from tests import ROOT
 
 class Placer(HostTarget):
     def capabilities(self):

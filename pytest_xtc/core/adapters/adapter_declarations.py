@@ -83,6 +83,9 @@ RESERVED_OPTIONS = frozenset(
         "shrink",
         "shrink-dir",
         "shrink-budget",
+        "pack",
+        "from-pack",
+        "run-on",
     }
 )
 OPTIONS_LIMIT_S = 5.0  # to import an adapter module and read its options

@@ -32,8 +32,6 @@ from tests.conftest import write_distribution
 sys.path.insert(0, str(DATA))
 from broken_adapters import BROKEN
 
-from tests import DATA
-
 sys.path.remove(str(DATA))
 
 CASE_IDS = ("matmul-float32-13x11x7-none", "relu-float32-5x7-tile")

@@ -283,7 +283,7 @@ def tamper(fault: str) -> None:
     if fault == "alarm":
         signal.alarm(1)
     elif fault == "recursion limit":
-        sys.setrecursionlimit(60)
+        sys.setrecursionlimit(sys.getrecursionlimit() + 1000)  # low ones crash deep stacks
     elif fault == "PATH":
         os.environ["PATH"] = "/nonexistent"
     elif fault == "closed stdio":
