@@ -9,8 +9,6 @@ import itertools
 import json
 import random
 import shutil
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -21,8 +19,7 @@ from pytest_xtc.report import bundle
 from pytest_xtc.report.parts.records import CaseRecord, dumps_line, read_record
 from pytest_xtc.report.render import diff_lines
 from pytest_xtc.report.rules import comparison
-
-FEW = "relu-float32-5x7 or matmul-float32-13x11x7-tile or relu-float64-5x7-none"
+from tests.support import bundles
 
 
 def brute_p(a: list[float], b: list[float]) -> float:
@@ -103,12 +100,7 @@ def test_same_records_compare_empty() -> None:
 def host_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A bundle of a few host cases (one relu float64 failing: expectations ignored)."""
     work = tmp_path_factory.mktemp("diff-bundle")
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--xtc-target=host",
-         "--xtc-ignore-expectations", "--xtc-report=rep", "-k", FEW],
-        cwd=work, capture_output=True, text=True, timeout=600, check=False)
-    assert (work / "rep" / bundle.MANIFEST).is_file(), done.stdout[-3000:] + done.stderr
-    return work / "rep"
+    return bundles.host_bundle(work)
 
 
 def spread(record: CaseRecord) -> float:

@@ -9,7 +9,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from dataclasses import replace
 from html.parser import HTMLParser
 from pathlib import Path
@@ -20,8 +19,8 @@ from pytest_xtc.report import bundle
 from pytest_xtc.report.parts.model import Report
 from pytest_xtc.report.parts.records import CaseRecord
 from pytest_xtc.report.render import page
+from tests.support import bundles
 
-FEW = "relu-float32-5x7 or matmul-float32-13x11x7-tile or relu-float64-5x7-none"
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 #: Where the browser test leaves its screenshot when set (docs/report-page.png is one).
 SHOT_DIR = os.environ.get("XTC_SCREENSHOT_DIR")
@@ -32,12 +31,7 @@ def host_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A bundle of a few host cases; relu float64 fails (XTC's known bug, expectations
     ignored), so the page has a failure to show."""
     work = tmp_path_factory.mktemp("page-bundle")
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--xtc-target=host",
-         "--xtc-ignore-expectations", "--xtc-report=rep", "-k", FEW],
-        cwd=work, capture_output=True, text=True, timeout=600, check=False)
-    assert (work / "rep" / bundle.MANIFEST).is_file(), done.stdout[-3000:] + done.stderr
-    return work / "rep"
+    return bundles.host_bundle(work)
 
 
 class Text(HTMLParser):
