@@ -7,16 +7,19 @@
 # PACK is the pack's folder, or that folder as one xz-compressed tar (what fits the carry:
 # tar -cJf devicecheck/build/pack.tar.xz -C devicecheck/build/pack .), unpacked here first.
 #
-# Writes to $OUT (default devicecheck/build/out): results/ (the runner's, to copy back
-# into PACK/results and judge with --xtc-from-pack), runner.log, machine.txt. The runner
-# runs $JOBS cases at a time (default: the CPU count) under a limit of $LIMIT_S seconds
-# (default 540: inside one 10-minute device call). Exit status: the runner's (0 ran;
-# 2 pack problem; 4 no case gave a result), 124/137 when the limit ended it.
+# Writes to $OUT (default devicecheck/build/out): results.tar.xz.part-aa, -ab... (the
+# runner's results/ as one xz tar cut in 15 MiB parts, what a lent machine's $OUT brings
+# back: cat them | tar -xJ -C PACK, then judge with --xtc-from-pack), runner.log,
+# machine.txt. The runner runs $JOBS cases at a time (default: the CPU count), starts none
+# after $DEADLINE_S seconds (default 420; those left are named in results/run.json) and is
+# killed after $LIMIT_S (default 540: inside one 10-minute device call). Exit status: the
+# runner's (0 ran; 2 pack problem; 4 no case gave a result), 124/137 when the limit ended it.
 set -u
 PACK=${1:-devicecheck/build/pack.tar.xz}
 OUT=${OUT:-devicecheck/build/out}
 JOBS=${JOBS:-$(nproc 2>/dev/null || echo 4)}
 LIMIT_S=${LIMIT_S:-540}
+DEADLINE_S=${DEADLINE_S:-420}
 mkdir -p "$OUT"
 if [ -f "$PACK" ] && [[ "$PACK" == *.tar.xz ]]; then
     unpacked=$(mktemp -d)
@@ -37,9 +40,11 @@ fi
 cat "$OUT/machine.txt"
 start=$(date +%s)
 timeout --kill-after=10 "$LIMIT_S" python3 "$PACK/runner/device_runner.py" "$PACK" \
-    --results "$OUT/results" --jobs "$JOBS" > "$OUT/runner.log" 2>&1
+    --results "$OUT/results" --jobs "$JOBS" --deadline-s "$DEADLINE_S" > "$OUT/runner.log" 2>&1
 status=$?
 rm -rf "$OUT/results/.libs"  # the unpacked runtime libraries: not worth bringing back
+tar -cJf - -C "$OUT" results | split -b 15M - "$OUT/results.tar.xz.part-" && rm -rf "$OUT/results"
+ls -l "$OUT"
 echo "runner exit status $status after $(( $(date +%s) - start )) s" | tee -a "$OUT/runner.log"
 awk '{print $1}' "$OUT/runner.log" | sort | uniq -c | sort -rn | head -n 8
 exit $status

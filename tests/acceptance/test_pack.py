@@ -311,9 +311,36 @@ def test_device_script_runs_a_carried_pack(split, tmp_path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert "runner exit status 0" in done.stdout
     assert "numpy" in (tmp_path / "out" / "machine.txt").read_text()
-    assert not (tmp_path / "out" / "results" / ".libs").exists()
-    shutil.copytree(tmp_path / "out" / "results", pack / "results")
+    out = tmp_path / "out"
+    parts = sorted(out.glob("results.tar.xz.part-*"))  # what a device call's $OUT brings
+    assert parts and not (out / "results").exists()
+    assert all(p.stat().st_size <= 15 << 20 for p in parts)
+    archive = b"".join(p.read_bytes() for p in parts)
+    subprocess.run(["tar", "-xJf", "-", "-C", str(pack)], input=archive, check=True)
+    assert not (pack / "results" / ".libs").exists()
     assert statuses(judge(split, pack).stdout) == statuses(split["local"].stdout)
+
+
+def test_a_runner_past_its_deadline_records_the_cases_it_did_not_start(split, tmp_path) -> None:
+    """``--deadline-s``: no case starts after it; those left are named, and judged as not
+    run (infrastructure errors saying so), never as verdicts."""
+    pack = tmp_path / "pack"
+    shutil.copytree(split["pack"], pack, ignore=shutil.ignore_patterns("results"))
+    done = run_runner(pack, split["root"], "--deadline-s", "0")  # type: ignore[arg-type]
+    assert done.returncode == 4, done.stderr  # no case gave a result
+    run = json.loads((pack / "results" / "run.json").read_text())
+    manifest = json.loads((pack / "manifest.json").read_text())
+    packed = {k for k, c in manifest["cases"].items() if c.get("packed")}
+    assert run["cases"] == {} and set(run["not_run"]) == packed
+    partial = copy_pack(split, tmp_path / "partial")
+    key, case = passed_case(partial)
+    run = json.loads((partial / "results" / "run.json").read_text())
+    del run["cases"][key]
+    run["not_run"] = [key]
+    (partial / "results" / "run.json").write_text(json.dumps(run))
+    judged = judge(split, partial)
+    assert refused(judged.stdout, case)
+    assert "not run: the runner's --deadline-s passed" in judged.stdout
 
 
 # -- the runner's copies of the suite's rules (it cannot import them) -----------------------

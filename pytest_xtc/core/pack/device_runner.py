@@ -2,6 +2,7 @@
 pytest, no pytest_xtc). It is copied into every pack (``runner/``) and run there:
 
     python3 PACK/runner/device_runner.py PACK [--results DIR] [--only KEY] [--jobs N]
+                                              [--deadline-s S]
 
 Each case runs in a process of its own (``--one``; ``--jobs`` of them at a time), in a
 session of its own, under the time limit the pack gives it: a crash, a hang or a sticky
@@ -11,7 +12,9 @@ loaded after its runtime libraries, the entry called with bare pointers (inputs,
 outputs), each call timed by XTC's host runtime (``evaluate_perf``) where the pack ships
 it. Outputs (``.npy``), times, guard-band findings and errors go to ``RESULTS/KEY/``;
 ``RESULTS/run.json`` names the pack (the SHA-256 of its manifest), this runner's version
-and every case's result digest. Exit status: 0 cases ran (read their results); 2 a pack
+and every case's result digest; with ``--deadline-s`` no case starts after S seconds and
+those left are named in ``run.json`` (``not_run``), so that a time-boxed run on a lent
+machine still brings back what it ran. Exit status: 0 cases ran (read their results); 2 a pack
 problem (named on one line); 4 no case gave a result.
 """
 
@@ -269,8 +272,10 @@ def supervise(pack: Path, key: str, case: Json, out: Path) -> Json:
     return result
 
 
-def run_pack(pack: Path, results: Path, only: list[str], jobs: int = 1) -> int:
-    """Every packed case (or those of ``only``), ``jobs`` case processes at a time."""
+def run_pack(pack: Path, results: Path, only: list[str], jobs: int = 1,
+             deadline_s: float | None = None) -> int:
+    """Every packed case (or those of ``only``), ``jobs`` case processes at a time; none
+    started after ``deadline_s`` seconds."""
     from concurrent.futures import ThreadPoolExecutor
 
     manifest, pack_id = read_manifest(pack)
@@ -286,16 +291,20 @@ def run_pack(pack: Path, results: Path, only: list[str], jobs: int = 1) -> int:
     start = time.perf_counter()
 
     def one(key: str) -> tuple[str, str]:
+        if deadline_s is not None and time.perf_counter() - start > deadline_s:
+            return key, ""
         result = supervise(pack, key, cases[key], results / key)
         print(f"{result['status']:8} {cases[key]['id']}", flush=True)
         return key, sha256(results / key / RESULT)
 
     with ThreadPoolExecutor(max(1, jobs)) as pool:
-        digests = dict(sorted(pool.map(one, chosen)))
+        ran = sorted(pool.map(one, chosen))
+    digests = {key: digest for key, digest in ran if digest}
     here = Path(__file__).resolve().parent
     run = {"format": FORMAT, "runner_version": RUNNER_VERSION, "pack_id": pack_id,
            "runner_sha256": {p.name: sha256(p) for p in sorted(here.glob("device_*.py"))},
-           "cases": digests, "seconds": time.perf_counter() - start, "jobs": jobs,
+           "cases": digests, "not_run": [key for key, digest in ran if not digest],
+           "deadline_s": deadline_s, "seconds": time.perf_counter() - start, "jobs": jobs,
            "python": sys.version.split()[0], "numpy": np.__version__}
     (results / RUN).write_text(json.dumps(run, indent=1))
     return 0 if digests else 4
@@ -306,11 +315,12 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["--one"]:
         return run_one(Path(argv[1]), argv[2], Path(argv[3]))
     if not argv or argv[0].startswith("-"):
-        print("usage: device_runner.py PACK [--results DIR] [--only KEY ...] [--jobs N]",
+        print("usage: device_runner.py PACK [--results DIR] [--only KEY ...] [--jobs N] "
+              "[--deadline-s S]",
               file=sys.stderr)
         return 2
     pack, rest = Path(argv[0]), argv[1:]
-    results, only, jobs = pack / "results", [], 1
+    results, only, jobs, deadline_s = pack / "results", [], 1, None
     while rest:
         flag, value, rest = rest[0], rest[1] if len(rest) > 1 else "", rest[2:]
         if flag == "--results" and value:
@@ -319,11 +329,13 @@ def main(argv: list[str]) -> int:
             only.append(value)
         elif flag == "--jobs" and value.isdigit() and int(value) > 0:
             jobs = int(value)
+        elif flag == "--deadline-s" and value.replace(".", "", 1).isdigit():
+            deadline_s = float(value)
         else:
             print(f"device_runner.py: {flag}: unknown option or missing value", file=sys.stderr)
             return 2
     try:
-        return run_pack(pack, results, only, jobs)
+        return run_pack(pack, results, only, jobs, deadline_s)
     except PackProblem as exc:
         print(f"device_runner.py: {exc}", file=sys.stderr)
         return 2

@@ -109,6 +109,9 @@ class PackResults:
         key = case_key(line["target"], case_id)
         digest = self.run["cases"].get(key)
         if digest is None:
+            if key in self.run.get("not_run", []):
+                raise Refused("not run: the runner's --deadline-s passed before this case "
+                              "started (run the pack again with --only for the rest)")
             raise Refused("the pack's results hold none for this case (the runner did not run it)")
         folder = self.results / key
         path = folder / runner.RESULT

@@ -90,8 +90,12 @@ def kill_tree(pid: int, reap: bool = True) -> None:
 _dying: set[int] = set()  # killed children of this process not reaped yet
 
 
-def reap_dying(block: bool = False) -> None:
-    """Reap the children :func:`kill_tree` left to die (``block``: wait for each)."""
+def reap_dying(block: bool = False, known: set[int] | frozenset[int] = frozenset()) -> None:
+    """Reap the children :func:`kill_tree` left to die (``block``: wait for each), and the
+    dead orphans this subreaper adopted (not ``known``: live workers' children)."""
+    for pid in hygiene.adopted_zombies(set(known) | _dying):
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
     for pid in list(_dying):
         try:
             done, _ = os.waitpid(pid, 0 if block else os.WNOHANG)

@@ -152,16 +152,33 @@ def become_subreaper() -> None:
             _libc().prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
 
-def _children(pid: int) -> set[int]:
-    """``pid``'s children, from /proc (every thread's list, or a scan of all stats)."""
+def _listed_children(pid: int) -> set[int] | None:
+    """``pid``'s children from its threads' ``children`` files (Linux 3.5+); None where the
+    kernel has none. A process already gone has none."""
     found: set[int] = set()
     try:
-        for task in os.listdir(f"/proc/{pid}/task"):
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found
+    for task in tasks:
+        try:
             with open(f"/proc/{pid}/task/{task}/children") as listing:
                 found.update(int(p) for p in listing.read().split())
-        return found
-    except OSError:
-        return {child for child, parent in _parents().items() if parent == pid}
+        except FileNotFoundError:
+            if not os.path.isdir(f"/proc/{pid}/task/{task}"):
+                continue  # a thread that ended meanwhile
+            return None
+        except OSError:
+            continue
+    return found
+
+
+def _children(pid: int) -> set[int]:
+    """``pid``'s children, from /proc (every thread's list, or a scan of all stats)."""
+    listed = _listed_children(pid)
+    if listed is not None:
+        return listed
+    return {child for child, parent in _parents().items() if parent == pid}
 
 
 def _parents() -> dict[int, int]:
@@ -176,9 +193,23 @@ def _parents() -> dict[int, int]:
 
 
 def descendants(pid: int) -> list[int]:
-    """Every live process below ``pid`` (children, theirs...), from one scan of /proc."""
+    """Every live process below ``pid`` (children, theirs...): from the ``children`` lists
+    of ``pid`` and its descendants (a few reads), or one scan of every process's stat where
+    the kernel keeps no such list."""
     if not os.path.isdir("/proc"):
         return []
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        listed = _listed_children(todo.pop())
+        if listed is None:
+            return _scanned_descendants(pid)
+        found.extend(listed)
+        todo.extend(listed)
+    return found
+
+
+def _scanned_descendants(pid: int) -> list[int]:
     below: dict[int, list[int]] = {}
     for child, parent in _parents().items():
         below.setdefault(parent, []).append(child)
@@ -187,6 +218,23 @@ def descendants(pid: int) -> list[int]:
         child = todo.pop()
         found.append(child)
         todo.extend(below.get(child, []))
+    return found
+
+
+def adopted_zombies(known: set[int]) -> list[int]:
+    """This process's dead children that it did not fork itself: orphans it adopted as a
+    subreaper (a killed worker's sentinel), which nobody else will reap. Children of this
+    process's own session (``subprocess`` runs) and ``known`` ones are left to their
+    owners, so that no other waiter loses a child's exit status."""
+    me, session = os.getpid(), os.getsid(0)
+    found = []
+    for child in _children(me) - known:
+        with contextlib.suppress(OSError, IndexError, ValueError), open(
+            f"/proc/{child}/stat"
+        ) as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+            if fields[0] == "Z" and int(fields[3]) != session:
+                found.append(child)
     return found
 
 

@@ -228,7 +228,7 @@ class Worker:
 
     def _start(self) -> None:
         self._stopper = None
-        reap_dying()
+        reap_dying(known=_live_children())
         spare, self._spare = self._spare, None
         if spare is None or spare.owner != os.getpid():
             spare = spawn(self.handler, self.memory_limit, self.clean)
@@ -341,6 +341,19 @@ def call_isolated(fn: Callable[[], T], limit_s: float, what: str) -> T:
 
 
 _workers: dict[int, Worker] = {}
+
+
+def _live_children() -> set[int]:
+    """The children this process's workers serve or hold ready (never reaped here)."""
+    me = os.getpid()
+    found = set()
+    for worker in list(_workers.values()):
+        if worker.owner == me and worker.pid:
+            found.add(worker.pid)
+        spare = worker._spare
+        if spare is not None and spare.owner == me:
+            found.add(spare.pid)
+    return found
 
 
 @atexit.register

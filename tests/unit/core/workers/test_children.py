@@ -9,9 +9,11 @@ keep the verdict a clean run gives them (passed)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
+import time
 from importlib.metadata import EntryPoint
 from pathlib import Path
 
@@ -23,7 +25,7 @@ from pytest_xtc.core.adapters import registry
 from pytest_xtc.core.execution.remote import IsolatedAdapter
 from pytest_xtc.core.execution.runner import Settings, run_case
 from pytest_xtc.core.outcome import Status
-from pytest_xtc.core.workers import isolation, output
+from pytest_xtc.core.workers import hygiene, isolation, output
 
 FIRST = "matmul-float32-13x11x7-none"
 #: later cases: a plain compile and an OpenMP one (threads, stacks: address space)
@@ -171,3 +173,62 @@ def test_a_fresh_worker_never_serves_two_calls_in_one_process() -> None:
     finally:
         worker.stop()
     assert len(set(pids)) == 3
+
+
+def _fresh_calls_then_zombies(calls: int) -> int:
+    """In a host-like worker (a subreaper, as an adapter's host is): ``calls`` calls of a
+    fresh worker, then how many dead children that worker holds unreaped."""
+    inner = isolation.Worker(lambda request, report: None, fresh=True)
+    for _ in range(calls):
+        inner.call(None, {"x": 30}, "x")
+    zombies = 0
+    for child in hygiene._children(os.getpid()):
+        with open(f"/proc/{child}/stat") as stat:
+            zombies += stat.read().rsplit(")", 1)[1].split()[0] == "Z"
+    inner.stop()
+    return zombies
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc (Linux)")
+def test_a_host_running_fresh_workers_reaps_the_sentinels_it_adopts() -> None:
+    host = isolation.Worker(lambda calls, report: _fresh_calls_then_zombies(calls), clean=False)
+    try:
+        zombies = host.call(12, {"x": 60}, "x")
+    finally:
+        host.stop()
+    assert zombies <= 2  # the last case's own, reaped when the next case starts
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc (Linux)")
+def test_descendants_include_a_daemon_that_left_the_session() -> None:
+    daemon = subprocess.Popen(
+        [sys.executable, "-c", "import os, time\nif os.fork() == 0:\n os.setsid()\n"
+         " time.sleep(60)\nelse:\n time.sleep(60)"])
+    try:
+        for _ in range(100):
+            found = hygiene.descendants(daemon.pid)
+            if found:
+                break
+            time.sleep(0.05)
+        assert len(found) == 1 and daemon.pid in hygiene.descendants(os.getpid())
+        with open(f"/proc/{found[0]}/stat") as stat:  # the grandchild left the session
+            assert int(stat.read().rsplit(")", 1)[1].split()[3]) == found[0]
+    finally:
+        for pid in hygiene.descendants(daemon.pid):
+            os.kill(pid, 9)
+        daemon.kill()
+        daemon.wait()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc (Linux)")
+def test_reaping_adopted_orphans_leaves_a_subprocess_its_exit_status() -> None:
+    from pytest_xtc.core.workers import containment
+
+    run = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
+    for _ in range(200):
+        with open(f"/proc/{run.pid}/stat") as stat:
+            if stat.read().rsplit(")", 1)[1].split()[0] == "Z":
+                break
+        time.sleep(0.02)
+    containment.reap_dying()
+    assert run.wait(timeout=10) == 3
