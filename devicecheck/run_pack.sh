@@ -14,6 +14,8 @@
 # after $DEADLINE_S seconds (default 420; those left are named in results/run.json) and is
 # killed after $LIMIT_S (default 540: inside one 10-minute device call). Exit status: the
 # runner's (0 ran; 2 pack problem; 4 no case gave a result), 124/137 when the limit ended it.
+# $WHEELS: a folder of numpy wheels to use where the machine's numpy cannot remake the
+# pack's inputs bit for bit (checked first, for every case).
 set -u
 PACK=${1:-devicecheck/build/pack.tar.xz}
 OUT=${OUT:-devicecheck/build/out}
@@ -31,6 +33,33 @@ if [ ! -f "$PACK/manifest.json" ]; then
     echo "run_pack.sh: $PACK/manifest.json: no pack there (carry it along)" >&2
     exit 2
 fi
+# The runner remakes each case's inputs with this machine's numpy and refuses any that are
+# not bit for bit the pack's. Checked for every case first: where this numpy cannot remake
+# them and $WHEELS names a folder of carried numpy wheels, those are installed and used.
+remakes() {
+    python3 - "$PACK" <<'PY'
+import importlib.util, json, sys
+from pathlib import Path
+pack = Path(sys.argv[1])
+spec = importlib.util.spec_from_file_location("inputs", pack / "runner" / "device_inputs.py")
+inputs = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(inputs)
+calls = sorted((pack / "cases").glob("*/call.json"))
+bad = 0
+for call in calls:
+    try:
+        inputs.input_sets(json.loads(call.read_text()), call.parent)
+    except RuntimeError:
+        bad += 1
+print(f"inputs: numpy remakes {len(calls) - bad} of {len(calls)} cases' inputs bit for bit")
+sys.exit(1 if bad else 0)
+PY
+}
+if ! remakes && [ -n "${WHEELS:-}" ]; then
+    site=$(mktemp -d)
+    python3 -m pip install -q --no-index --no-deps --target "$site" "$WHEELS"/*.whl &&
+        export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" && remakes
+fi
 {
     echo "# python"; python3 -c 'import sys, numpy; print(sys.version); print("numpy", numpy.__version__)'
     echo "# nvidia-smi"
@@ -39,7 +68,7 @@ fi
 } > "$OUT/machine.txt" 2>&1
 cat "$OUT/machine.txt"
 start=$(date +%s)
-timeout --kill-after=10 "$LIMIT_S" python3 "$PACK/runner/device_runner.py" "$PACK" \
+timeout --kill-after=30 "$LIMIT_S" python3 "$PACK/runner/device_runner.py" "$PACK" \
     --results "$OUT/results" --jobs "$JOBS" --deadline-s "$DEADLINE_S" > "$OUT/runner.log" 2>&1
 status=$?
 rm -rf "$OUT/results/.libs"  # the unpacked runtime libraries: not worth bringing back

@@ -10,6 +10,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -397,3 +398,28 @@ def test_a_pack_of_another_target_is_refused(split) -> None:
     assert found and set(found.values()) <= {"FAILED", "XFAIL", "SKIPPED"}, done.stdout[-2000:]
     assert "FAILED" in found.values(), done.stdout[-2000:]
     assert "refused: the pack holds no such case for host-c" in done.stdout
+
+
+def test_a_runner_ended_by_sigterm_still_writes_what_it_ran(split, tmp_path) -> None:
+    """An outer time limit's SIGTERM: the case running is stopped (an infrastructure error,
+    never a verdict), none is started, and run.json names what ran and what did not."""
+    pack = tmp_path / "pack"
+    shutil.copytree(split["pack"], pack, ignore=shutil.ignore_patterns("results"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    env["PYTHONPATH"] = str(numpy_only_path(split["root"]))  # type: ignore[arg-type]
+    runner = subprocess.Popen(
+        [sys.executable, "-S", "-s", str(pack / "runner" / "device_runner.py"), str(pack),
+         "--jobs", "1"], env=env, stdout=subprocess.PIPE, text=True)
+    assert runner.stdout is not None
+    runner.stdout.readline()  # one case done: the runner is in the middle of the pack
+    runner.send_signal(signal.SIGTERM)
+    assert runner.wait(timeout=60) == 0
+    run = json.loads((pack / "results" / "run.json").read_text())
+    manifest = json.loads((pack / "manifest.json").read_text())
+    packed = {k for k, c in manifest["cases"].items() if c.get("packed")}
+    assert run["cases"] and run["not_run"]
+    assert set(run["cases"]) | set(run["not_run"]) == packed
+    for key in run["cases"]:
+        result = json.loads((pack / "results" / key / "result.json").read_text())
+        assert result["status"] == "ok" or (result["infrastructure"]
+                                            and result["error"].startswith("stopped: "))

@@ -14,7 +14,9 @@ it. Outputs (``.npy``), times, guard-band findings and errors go to ``RESULTS/KE
 ``RESULTS/run.json`` names the pack (the SHA-256 of its manifest), this runner's version
 and every case's result digest; with ``--deadline-s`` no case starts after S seconds and
 those left are named in ``run.json`` (``not_run``), so that a time-boxed run on a lent
-machine still brings back what it ran. Exit status: 0 cases ran (read their results); 2 a pack
+machine still brings back what it ran. SIGTERM (an outer limit) stops the cases running
+(recorded as the runner's end: infrastructure errors, never verdicts) and writes
+``run.json`` with what ran. Exit status: 0 cases ran (read their results); 2 a pack
 problem (named on one line); 4 no case gave a result.
 """
 
@@ -28,6 +30,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -46,6 +49,9 @@ UNWRITTEN = {"float16": (np.uint16, 0x7D5A), "float32": (np.uint32, 0x7FA5A5A5),
              "float64": (np.uint64, 0x7FF5A5A5A5A5A5A5)}  # core/cases/values.py's sentinel
 ALIGN, MIN_BAND, MAX_BAND = 256, 4096, 1 << 20  # core/execution/guard.py's bands
 Json = dict[str, Any]
+#: Set by SIGTERM (an outer time limit): the cases running are stopped and recorded as
+#: the runner's end, none is started, and ``run.json`` is written with what ran.
+STOPPING = threading.Event()
 
 
 def sha256(path: Path) -> str:
@@ -243,20 +249,29 @@ def supervise(pack: Path, key: str, case: Json, out: Path) -> Json:
     out.mkdir(parents=True)
     limit = START_S + sum(case["limits_s"])
     result: Json = {"case": case["id"], "key": key, "call_sha256": case["call_sha256"]}
+    stopped = False
     with open(out / "stdout.txt", "wb") as log:
         proc = subprocess.Popen(_child_command(pack, key, out), start_new_session=True,
                                 stdout=log, stderr=subprocess.STDOUT)
-        try:
-            code: int | None = proc.wait(timeout=limit)
-        except subprocess.TimeoutExpired:
+        ends = time.monotonic() + limit
+        code: int | None = None
+        while code is None and not (stopped := STOPPING.is_set()):
+            try:
+                code = proc.wait(timeout=max(0.0, min(0.25, ends - time.monotonic())))
+            except subprocess.TimeoutExpired:
+                if time.monotonic() >= ends:
+                    break
+        if code is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-            code = None
     progress = (out / PROGRESS).read_text() if (out / PROGRESS).is_file() else "start"
     child = out / "child.json"
     if code == 0 and child.is_file():
         result.update(json.loads(child.read_text()))
         child.unlink()
+    elif stopped:  # the runner's own end (SIGTERM: its time limit), not the kernel's
+        result.update(status="error", phase="run", infrastructure=True, type="Stopped",
+                      error=f"stopped: the runner was ended (SIGTERM) at {progress}")
     elif code is None:
         result.update(status="timeout", phase="run", error=f"over {limit:.0f} s at {progress}")
     elif code < 0:
@@ -291,14 +306,19 @@ def run_pack(pack: Path, results: Path, only: list[str], jobs: int = 1,
     start = time.perf_counter()
 
     def one(key: str) -> tuple[str, str]:
-        if deadline_s is not None and time.perf_counter() - start > deadline_s:
+        late = deadline_s is not None and time.perf_counter() - start > deadline_s
+        if late or STOPPING.is_set():
             return key, ""
         result = supervise(pack, key, cases[key], results / key)
         print(f"{result['status']:8} {cases[key]['id']}", flush=True)
         return key, sha256(results / key / RESULT)
 
-    with ThreadPoolExecutor(max(1, jobs)) as pool:
-        ran = sorted(pool.map(one, chosen))
+    previous = signal.signal(signal.SIGTERM, lambda *_: STOPPING.set())
+    try:
+        with ThreadPoolExecutor(max(1, jobs)) as pool:
+            ran = sorted(pool.map(one, chosen))
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     digests = {key: digest for key, digest in ran if digest}
     here = Path(__file__).resolve().parent
     run = {"format": FORMAT, "runner_version": RUNNER_VERSION, "pack_id": pack_id,
