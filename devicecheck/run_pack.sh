@@ -8,7 +8,7 @@
 # tar -cJf devicecheck/build/pack.tar.xz -C devicecheck/build/pack .), unpacked here first.
 #
 # Writes to $OUT (default devicecheck/build/out): results.tar.xz.part-aa, -ab... (the
-# runner's results/ as one xz tar cut in 15 MiB parts, what a lent machine's $OUT brings
+# runner's results/ as one xz tar cut in 14 MiB parts, what a lent machine's $OUT brings
 # back: cat them | tar -xJ -C PACK, then judge with --xtc-from-pack), runner.log,
 # machine.txt. The runner runs $JOBS cases at a time (default: the CPU count), starts none
 # after $DEADLINE_S seconds (default 420; those left are named in results/run.json) and is
@@ -72,7 +72,7 @@ timeout --kill-after=30 "$LIMIT_S" python3 "$PACK/runner/device_runner.py" "$PAC
     --results "$OUT/results" --jobs "$JOBS" --deadline-s "$DEADLINE_S" > "$OUT/runner.log" 2>&1
 status=$?
 rm -rf "$OUT/results/.libs"  # the unpacked runtime libraries: not worth bringing back
-tar -cJf - -C "$OUT" results | split -b 15M - "$OUT/results.tar.xz.part-" && rm -rf "$OUT/results"
+tar -cJf - -C "$OUT" results | split -b 14M - "$OUT/results.tar.xz.part-" && rm -rf "$OUT/results"
 ls -l "$OUT"
 echo "runner exit status $status after $(( $(date +%s) - start )) s" | tee -a "$OUT/runner.log"
 awk '{print $1}' "$OUT/runner.log" | sort | uniq -c | sort -rn | head -n 8

@@ -10,7 +10,8 @@ device error costs that case only. What each case's call protocol
 (``cases/KEY/call.json``) says is done as XTC's evaluators do it: the kernel library
 loaded after its runtime libraries, the entry called with bare pointers (inputs, then
 outputs), each call timed by XTC's host runtime (``evaluate_perf``) where the pack ships
-it. Outputs (``.npy``), times, guard-band findings and errors go to ``RESULTS/KEY/``;
+it. Outputs (``.npy``; one bit for bit that of an earlier call on the same inputs names
+that call's file), times, guard-band findings and errors go to ``RESULTS/KEY/``;
 ``RESULTS/run.json`` names the pack (the SHA-256 of its manifest), this runner's version
 and every case's result digest; with ``--deadline-s`` no case starts after S seconds and
 those left are named in ``run.json`` (``not_run``), so that a time-boxed run on a lent
@@ -203,6 +204,7 @@ def run_one(pack: Path, key: str, out: Path) -> int:
         sets = _sibling("device_inputs").input_sets(call, case_dir)
         progress.write_text(stage := "load")
         kernel = kernel_for(case_dir, call, loaded)
+        saved: dict[tuple[int, int], str] = {}  # (input set, output) -> its first file
         for n, step in enumerate(call["calls"]):
             progress.write_text(f"call {n}")
             given = sets[step["set"]]
@@ -216,8 +218,14 @@ def run_one(pack: Path, key: str, out: Path) -> int:
             done: Json = {"times": times, "wall_s": took, "outputs": [], "inputs_left": [],
                           "guard": [v for o in [*ins, *outs] for v in o.violations()]}
             for i, o in enumerate(outs):
-                np.save(out / f"call{n}-out{i}.npy", o.view)
-                done["outputs"].append(f"call{n}-out{i}.npy")
+                name = f"call{n}-out{i}.npy"
+                same = saved.get((step["set"], i))  # an earlier call's, on the same inputs
+                if same is not None and np.load(out / same).tobytes() == o.view.tobytes():
+                    name = same  # bit for bit that call's outputs: its file, not a copy
+                else:
+                    np.save(out / name, o.view)
+                    saved.setdefault((step["set"], i), name)
+                done["outputs"].append(name)
             for i, (o, a) in enumerate(zip(ins, given, strict=True)):
                 left = None
                 if o.view.tobytes() != np.ascontiguousarray(a).tobytes():
