@@ -226,6 +226,15 @@ def build_parser() -> argparse.ArgumentParser:
     merge.add_argument("bundles", type=Path, nargs="+", metavar="DIR",
                        help="the bundles to merge (shards or machines of one run)")
 
+    runs = sub.add_parser("merge-runs", help="merge the results of several runs of one "
+                          "execution pack's runner (a pack run in several device calls)")
+    runs.add_argument("pack", type=Path, metavar="PACK", help="the execution pack")
+    runs.add_argument("runs", type=Path, nargs="+", metavar="RESULTS",
+                      help="the runner's results folders, of disjoint cases")
+    runs.add_argument("--into", type=Path, required=True, metavar="DIR",
+                      help="the merged results folder (new or empty; PACK/results to judge "
+                      "with --xtc-from-pack=PACK)")
+
     shrink = sub.add_parser("shrink", help="reduce every failed case of a bundle to the "
                             "smallest case that fails the same way, as case files")
     shrink.add_argument("bundle", type=Path, metavar="DIR",
@@ -261,6 +270,20 @@ def cmd_shrink(args: argparse.Namespace) -> int:
     if not results:
         print(f"{args.bundle}: no failed case to shrink")
     return 0 if all(r.reproduced for r in results) else 1
+
+
+def cmd_merge_runs(args: argparse.Namespace) -> int:
+    """One results folder from several runs of a pack's runner, each checked."""
+    from pytest_xtc.core.pack.runs import merge_runs
+    from pytest_xtc.core.pack.writer import PackError
+
+    try:
+        merged = merge_runs(args.pack, args.runs, args.into)
+    except PackError as exc:
+        raise CliError(f"merge-runs: {exc}") from None
+    print(f"{args.into}: {len(merged['cases'])} case results from {len(args.runs)} runs, "
+          f"{len(merged['not_run'])} of the pack's cases not run")
+    return 0
 
 
 def cmd_coverage() -> int:
@@ -300,6 +323,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_coverage()
         if args.command == "diff":
             return diff.main(args)
+        if args.command == "merge-runs":
+            return cmd_merge_runs(args)
         return cmd_merge(args)
     except CliError as exc:
         print(visible(f"{PROG}: {exc}"), file=sys.stderr)

@@ -342,3 +342,26 @@ def test_explored_schedules_that_only_compiled_are_tallied_as_compiled() -> None
     rows = [(f"{drawn}-0of2", "compiled", "compile-only tier", "compiled"),
             (f"{drawn}-1of2", "passed", "", "passed")]
     assert tally.tally(rows)["tile_oo"] == {"compiled": 1, "passed": 1}  # before: 1 failed
+
+
+def test_a_compile_only_targets_cases_judged_from_a_pack_were_executed(
+        vendor, run, pytester) -> None:
+    """Packed here (compile only), run by the device runner, judged from the pack: the
+    kernels ran, on the machine that ran the pack. The cases are passed, not compiled, the
+    record says tier execute, and an entry limited to executed runs applies to them (a
+    listed case that passes is then an unexpected pass)."""
+    import subprocess
+    import sys
+
+    _compile_only(vendor, ENTRY.format(pattern=f"{CASE}-exact*", executed="executed: true\n      "))
+    pack = pytester.path / "pack"
+    packing = run("--xtc-target=fakeco", "-k", CASE, f"--xtc-pack={pack}")
+    assert _outcomes(packing) == {"skipped": 3}, packing.stdout.str()[-2000:]
+    subprocess.run([sys.executable, str(pack / "runner" / "device_runner.py"), str(pack)],
+                   check=True, capture_output=True)
+    result = run("--xtc-target=fakeco", "-k", CASE, f"--xtc-from-pack={pack}",
+                 "--xtc-report=rep")
+    assert _outcomes(result) == {"passed": 2, "failed": 1}, result.stdout.str()[-3000:]
+    result.stdout.fnmatch_lines(["*unexpected pass*remove the entry*"])
+    records = [json.loads(line) for line in (pytester.path / "rep" / "results.jsonl").open()]
+    assert {r["tier"] for r in records} == {Tier.EXECUTE.value}

@@ -436,3 +436,27 @@ def test_a_call_that_repeats_an_earlier_calls_outputs_names_its_file(split) -> N
     assert timed["outputs"] == first["outputs"]
     assert sorted(p.name for p in folder.glob("*.npy")) == sorted(result["files"])
     assert not any(name.startswith("call2-") for name in result["files"])
+
+
+def test_a_pack_run_in_several_calls_merges_into_one_results_folder(split, tmp_path) -> None:
+    """``xtc-conformance merge-runs``: runs of disjoint cases (``--only``) become one
+    results folder that judges to the local statuses; overlapping runs are refused."""
+    pack = tmp_path / "pack"
+    shutil.copytree(split["pack"], pack, ignore=shutil.ignore_patterns("results"))
+    manifest = json.loads((pack / "manifest.json").read_text())
+    packed = sorted(k for k, c in manifest["cases"].items() if c.get("packed"))
+    half = len(packed) // 2
+    for name, keys in (("first", packed[:half]), ("rest", packed[half:])):
+        only = [a for k in keys for a in ("--only", k)]
+        assert run_runner(pack, split["root"], "--results", str(tmp_path / name),
+                          *only).returncode == 0
+    cli = [sys.executable, "-m", "pytest_xtc.cli", "merge-runs", str(pack)]
+    overlap = subprocess.run([*cli, str(tmp_path / "first"), str(tmp_path / "first"),
+                              "--into", str(tmp_path / "twice")], capture_output=True, text=True)
+    assert overlap.returncode == 3 and "run by both" in overlap.stderr
+    assert not (tmp_path / "twice").exists() or not any((tmp_path / "twice").iterdir())
+    merged = subprocess.run([*cli, str(tmp_path / "first"), str(tmp_path / "rest"),
+                             "--into", str(pack / "results")], capture_output=True, text=True)
+    assert merged.returncode == 0, merged.stderr
+    assert f"{len(packed)} case results from 2 runs, 0 of the pack's cases not run" in merged.stdout
+    assert statuses(judge(split, pack).stdout) == statuses(split["local"].stdout)

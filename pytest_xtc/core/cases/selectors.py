@@ -45,6 +45,7 @@ from typing import Any
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from pytest_xtc import ops
 from pytest_xtc.core.cases import graphs
 from pytest_xtc.core.cases.case import DEVICE, HOST, Case, Schedule
 from pytest_xtc.core.cases.lead import lead_loop
@@ -54,7 +55,7 @@ from pytest_xtc.core.versions import installed
 PLACEMENTS = ("host", "device", "mixed")
 KEYS = ("pattern", "ops", "dtypes", "placements", "primitives", "xtc", "values",
         "output_elements", "whole_vectors", "node_placements", "padded_unit_lead",
-        "backend", "scheduled_ops", "lead_trips")
+        "backend", "scheduled_ops", "lead_trips", "intermediates", "attributes")
 VALUES = ("random", "exact", "special")
 _COUNT = re.compile(r"^\s*(<=|>=|<|>|==)?\s*(\d+)\s*$")
 
@@ -80,6 +81,8 @@ class Traits:
     backend: tuple[tuple[str, Any], ...] = ()  # the schedule's XTC backend options, sorted
     scheduled_op: str = ""  # "": not known (a bare id, an older record)
     lead_trips: int = 0  # 0: not known
+    intermediates: int = 0  # node results left between nodes (:func:`_intermediates`)
+    attributes: frozenset[str] = frozenset()  # "op.attr" set to other than its default
 
     @classmethod
     def of(cls, case: Case) -> Traits:
@@ -91,7 +94,8 @@ class Traits:
                    case.schedule.primitives, case.values, math.prod(out),
                    _whole_vectors(case.schedule, out[-1] if out else 1),
                    _node_placements(case), _padded_unit_lead(case, known),
-                   tuple(sorted(case.schedule.backend)), *lead_loop(case, known))
+                   tuple(sorted(case.schedule.backend)), *lead_loop(case, known),
+                   _intermediates(case), _set_attributes(case))
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Traits:
@@ -102,7 +106,9 @@ class Traits:
                    frozenset(data.get("node_placements", ())),
                    bool(data.get("padded_unit_lead", False)),
                    tuple(sorted(dict(data.get("backend") or {}).items())),
-                   str(data.get("scheduled_op", "")), int(data.get("lead_trips", 0)))
+                   str(data.get("scheduled_op", "")), int(data.get("lead_trips", 0)),
+                   int(data.get("intermediates", 0)),
+                   frozenset(data.get("attributes", ())))
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "ops": sorted(self.ops), "dtype": self.dtype,
@@ -111,7 +117,8 @@ class Traits:
                 "whole_vectors": self.whole_vectors,
                 "node_placements": sorted(self.node_placements),
                 "padded_unit_lead": self.padded_unit_lead, "backend": dict(self.backend),
-                "scheduled_op": self.scheduled_op, "lead_trips": self.lead_trips}
+                "scheduled_op": self.scheduled_op, "lead_trips": self.lead_trips,
+                "intermediates": self.intermediates, "attributes": sorted(self.attributes)}
 
 
 def _whole_vectors(schedule: Schedule, innermost: int) -> bool:
@@ -132,6 +139,39 @@ def _whole_vectors(schedule: Schedule, innermost: int) -> bool:
                 widths.append(str(key).partition("#")[2])
     sizes = [int(w) for w in map(str, widths) if w.isdigit() and int(w) > 0]
     return any(innermost % w == 0 for w in sizes)
+
+
+#: Ops whose result a consumer computes where it reads it once the schedule fuses them
+#: into it (``fuse_producer_at``): padding (bounds checks) leaves no buffer; any other
+#: fused producer keeps one, the size of the consumer's tile.
+_INLINED_WHEN_FUSED = frozenset({"pad", "pad2d"})
+
+
+def _intermediates(case: Case) -> int:
+    """How many node results are neither a graph output nor inlined into their consumer:
+    the buffers a compiler must allocate between nodes (:data:`_INLINED_WHEN_FUSED`)."""
+    found = graphs.nodes(case.graph)
+    outputs = {o["uid"] for o in case.graph["outputs"]}
+    inner = {node.uid for node in found if node.uid not in outputs}
+    if not found:
+        return 0
+    producers = {node.uid: node for node in found}
+    scheduled = next((n for n in found if case.schedule.node in (n.name, n.uid)), found[-1])
+    for primitive, args in case.schedule.steps:
+        if primitive != "fuse_producer_at" or len(args) < 2 or not isinstance(args[1], int):
+            continue
+        if 0 <= args[1] < len(scheduled.args):
+            producer = producers.get(scheduled.args[args[1]])
+            if producer is not None and producer.op.name in _INLINED_WHEN_FUSED:
+                inner.discard(producer.uid)
+    return len(inner)
+
+
+def _set_attributes(case: Case) -> frozenset[str]:
+    """Each node attribute given a value other than its op's default, as ``op.attr``."""
+    return frozenset(f"{node.op.name}.{attr.name}" for node in graphs.nodes(case.graph)
+                     for attr in node.op.attrs
+                     if attr.name in node.attrs and node.attrs[attr.name] != attr.default)
 
 
 def _node_placements(case: Case) -> frozenset[str]:
@@ -180,6 +220,8 @@ class Selector:
     backend: tuple[tuple[str, Any], ...] | None = None
     scheduled_ops: frozenset[str] | None = None
     lead_trips: str | None = None  # a count condition, as output_elements
+    intermediates: str | None = None  # a count condition, as output_elements
+    attributes: frozenset[str] | None = None  # "op.attr": any of them set, not defaulted
 
     def matches(self, traits: Traits, xtc_version: str | None) -> bool:
         """True when every property given matches ``traits`` (and the XTC version)."""
@@ -223,6 +265,11 @@ class Selector:
             return False
         if self.scheduled_ops is not None and traits.scheduled_op not in self.scheduled_ops:
             return False
+        if self.attributes is not None and not self.attributes & traits.attributes:
+            return False
+        if self.intermediates is not None and not _count_holds(self.intermediates,
+                                                               traits.intermediates):
+            return False
         return self.lead_trips is None or bool(
             traits.lead_trips and _count_holds(self.lead_trips, traits.lead_trips))
 
@@ -242,10 +289,11 @@ class Selector:
             data["xtc"] = str(self.xtc)
         if self.backend is not None:
             data["backend"] = dict(self.backend)
-        for key in ("values", "node_placements", "scheduled_ops"):
+        for key in ("values", "node_placements", "scheduled_ops", "attributes"):
             if (names := getattr(self, key)) is not None:
                 data[key] = sorted(names)
-        for key in ("output_elements", "whole_vectors", "padded_unit_lead", "lead_trips"):
+        for key in ("output_elements", "whole_vectors", "padded_unit_lead", "lead_trips",
+                    "intermediates"):
             if (value := getattr(self, key)) is not None:
                 data[key] = value
         return data
@@ -273,7 +321,8 @@ class Selector:
         values = _names(data, "values", where)
         if values is not None and not values <= set(VALUES):
             raise SelectorError(f"{where}: values must be among {', '.join(VALUES)}")
-        count, trips = (_count(data, k, where) for k in ("output_elements", "lead_trips"))
+        count, trips, inner = (_count(data, k, where)
+                               for k in ("output_elements", "lead_trips", "intermediates"))
         whole, unit = data.get("whole_vectors"), data.get("padded_unit_lead")
         for key, flag in (("whole_vectors", whole), ("padded_unit_lead", unit)):
             if flag is not None and not isinstance(flag, bool):
@@ -283,10 +332,27 @@ class Selector:
             if not re.fullmatch(r"[\w*?+]+:[\w*?]+->[\w*?]+", move):
                 raise SelectorError(f"{where}: node_placements: {move!r} is not OP:IN->OUT "
                                     "(e.g. relu:host->device)")
+        for name in _names(data, "attributes", where) or ():
+            _check_attribute(name, where)
         return cls(pattern, _names(data, "ops", where), _names(data, "dtypes", where),
                    placements, _names(data, "primitives", where), xtc, values,
                    count, whole, moves, unit, _backend(data.get("backend"), where),
-                   _names(data, "scheduled_ops", where), trips)
+                   _names(data, "scheduled_ops", where), trips, inner,
+                   _names(data, "attributes", where))
+
+
+def _check_attribute(name: str, where: str) -> None:
+    """``op.attr`` naming an attribute an op of the registry declares, or a SelectorError."""
+    op_name, _, attr = name.partition(".")
+    try:
+        declared: list[str] | None = [a.name for a in ops.get(op_name).attrs]
+    except ops.OpError:
+        declared = None
+    if declared is None or attr not in declared:
+        known = (f"{op_name} declares {', '.join(declared) or 'none'}" if declared is not None
+                 else f"ops are {', '.join(ops.names())}")
+        raise SelectorError(f"{where}: attributes: {name!r} is not OP.ATTRIBUTE of a known "
+                            f"op ({known})")
 
 
 def _count(data: Mapping[str, Any], key: str, where: str) -> str | None:

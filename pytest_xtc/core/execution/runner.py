@@ -158,6 +158,8 @@ def run_case(
                         f"then judge with --xtc-from-pack={settings.pack_dir}")
     elif settings.run_on:
         done = packed.run_remote(case, request, done, limits, adapter.name, input_sets)
+    if execute and (settings.from_pack or settings.run_on):
+        outcome.tier = Tier.EXECUTE.value  # the kernels ran, on the machine that ran the pack
     outcome = _judge(outcome, adapter, case, input_sets if execute else [], done, settings,
                      workdir, expected)
     if done.notes:

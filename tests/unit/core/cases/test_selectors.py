@@ -101,3 +101,49 @@ def test_count_conditions_and_traits_round_trip() -> None:
     assert Traits.from_dict(traits.to_dict()) == traits
     for condition, hit in (("4096", True), ("<=1", False), (">=16", True), ("<4096", False)):
         assert Selector.from_data({"output_elements": condition}, "w").matches(traits, None) is hit
+
+
+@pytest.mark.parametrize(("case_id", "count"), [
+    ("conv2d-float32-1x9x9x3-3x3x8-s2-p1-none", 1),  # pad2d's result, then conv2d
+    ("conv2d-float32-1x9x9x3-3x3x8-s2-p1-fuse_producer_at", 0),  # the pad read in place
+    ("conv2d-float32-1x8x8x3-3x3x4-s1-p0-none", 0),  # no padding: one node
+    ("matmul+relu-float32-13x11x7-fuse_producer_at", 1),  # a fused matmul keeps a tile
+    ("mlp-float32-1x16x32x10-none", 2),
+])
+def test_intermediates_count_the_buffers_left_between_nodes(case_id, count) -> None:
+    assert Traits.of(_case(case_id)).intermediates == count
+
+
+@pytest.mark.parametrize(("case_id", "reason"), [
+    ("conv2d-float32-1x9x9x3-3x3x8-s2-p1-none", "host stack"),
+    ("matmul+relu-float32-13x11x7-fuse_producer_at", "host stack"),
+    ("relu-float32-6x7-thr0.25-none", "threshold"),
+])
+def test_nvgpu_device_bugs_apply_to_executed_runs_only(case_id, reason) -> None:
+    """Seen on an H100 (2026-11-26): listed with ``executed: true``."""
+    entries = expectations.load(TARGETS / "nvgpu.expectations.yaml")
+    found = expectations.find(entries, _renamed(case_id), "0.3.2", executed=True)
+    assert found is not None and reason in found.reason
+    assert expectations.find(entries, _renamed(case_id), "0.3.2", executed=False) is None
+    fused = _renamed("conv2d-float32-1x9x9x3-3x3x8-s2-p1-fuse_producer_at")
+    assert expectations.find(entries, fused, "0.3.2", executed=True) is None
+
+
+@pytest.mark.parametrize(("name", "message"), [
+    ("relu.treshold", "relu declares threshold"),
+    ("rel.threshold", "ops are conv2d"),
+    ("threshold", "not OP.ATTRIBUTE"),
+])
+def test_an_attribute_no_op_declares_is_refused(name, message) -> None:
+    with pytest.raises(SelectorError, match=message):
+        Selector.from_data({"attributes": [name]}, "x.yaml:1")
+
+
+def test_an_attribute_left_at_its_default_is_not_set() -> None:
+    plain, twin = _case("relu-float32-5x7-none"), _case("relu-float32-6x7-thr0.25-none")
+    assert Traits.of(twin).attributes == {"relu.threshold"}
+    assert not Traits.of(plain).attributes
+    zero = replace(twin, graph={**twin.graph, "nodes": [
+        {**twin.graph["nodes"][0], "expr": {**twin.graph["nodes"][0]["expr"],
+                                            "op": {"name": "relu", "attrs": {"threshold": 0.0}}}}]})
+    assert not Traits.of(zero).attributes

@@ -1,0 +1,59 @@
+"""One results folder from several runs of a pack's runner (a pack run in several device
+calls, each with ``--only`` the cases the ones before did not run). No pytest, no XTC.
+
+Each run is checked as the judge checks one (:class:`~pytest_xtc.core.pack.results.PackResults`:
+this pack, its own runner version and files), each case's result against the digest its
+run recorded; runs that ran one case twice are refused (which result would count is not
+for a merge to choose). The merged ``run.json`` names every run it came from.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from pytest_xtc.core.pack import device_runner as runner
+from pytest_xtc.core.pack.results import PackResults
+from pytest_xtc.core.pack.writer import PackError
+
+Json = dict[str, Any]
+
+
+def merge_runs(pack: Path, runs: list[Path], into: Path) -> Json:
+    """The results of ``runs`` (folders the runner wrote for ``pack``) as one, in ``into``
+    (new or empty); the merged run record."""
+    if into.exists() and (not into.is_dir() or any(into.iterdir())):
+        raise PackError(f"{into}: exists and is not an empty folder (give a new one)")
+    checked = [PackResults(pack, run) for run in runs]
+    owner: dict[str, Path] = {}
+    for results in checked:
+        for key, digest in results.run["cases"].items():
+            if key in owner:
+                raise PackError(f"{key}: run by both {owner[key]} and {results.results} "
+                                "(merge runs of disjoint cases)")
+            path = results.results / key / runner.RESULT
+            if not path.is_file() or runner.sha256(path) != digest:
+                raise PackError(f"{path}: not the result its run recorded (edited or truncated)")
+            owner[key] = results.results
+    first = checked[0].run
+    packed = [k for k, c in checked[0].manifest["cases"].items() if c.get("packed")]
+    into.mkdir(parents=True, exist_ok=True)
+    for key, folder in owner.items():
+        shutil.copytree(folder / key, into / key)
+    merged: Json = {
+        "format": runner.FORMAT, "runner_version": first["runner_version"],
+        "pack_id": first["pack_id"], "runner_sha256": first["runner_sha256"],
+        "cases": {k: checked_digest for r in checked
+                  for k, checked_digest in r.run["cases"].items()},
+        "not_run": [k for k in packed if k not in owner],
+        "seconds": sum(float(r.run.get("seconds", 0.0)) for r in checked),
+        "jobs": max(int(r.run.get("jobs", 1)) for r in checked),
+        "python": first.get("python"), "numpy": first.get("numpy"),
+        "merged_from": [{"results": str(r.results), "cases": len(r.run["cases"]),
+                         "seconds": r.run.get("seconds"), "python": r.run.get("python"),
+                         "numpy": r.run.get("numpy")} for r in checked],
+    }
+    (into / runner.RUN).write_text(json.dumps(merged, indent=1))
+    return merged
