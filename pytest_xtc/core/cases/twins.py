@@ -9,7 +9,6 @@ differ (:func:`distinguish`), never refused as "defined twice".
 
 from __future__ import annotations
 
-import copy
 import json
 from collections import defaultdict
 from collections.abc import Sequence
@@ -21,12 +20,14 @@ Case = Any
 
 
 def _bare(graph: dict[str, Any]) -> dict[str, Any]:
-    """The graph with every attribute's value dropped (its name kept)."""
-    bare = copy.deepcopy(graph)
-    for node in bare.get("nodes", ()):
-        op = node["expr"]["op"]
-        op["attrs"] = sorted(op.get("attrs") or {})
-    return bare
+    """The graph with every attribute's value dropped (its name kept); ``graph`` untouched
+    (shallow copies along the way to each op, not a deep copy)."""
+    nodes = []
+    for node in graph.get("nodes", ()):
+        expr = node["expr"]
+        op = {**expr["op"], "attrs": sorted(expr["op"].get("attrs") or {})}
+        nodes.append({**node, "expr": {**expr, "op": op}})
+    return {**graph, "nodes": nodes}
 
 
 def structure(case: Case) -> str:

@@ -26,7 +26,11 @@ def _message(where: str, key: Any, line: int, first: int | None) -> str:
             "keep only one of them")
 
 
-class UniqueKeyLoader(yaml.SafeLoader):
+#: libyaml's parser where PyYAML was built with it (several times faster), else PyYAML's own
+_SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class UniqueKeyLoader(_SAFE_LOADER):  # type: ignore[misc,valid-type]
     """PyYAML's safe loader, refusing a mapping that names a key twice (``<<`` merges
     apart). ``name`` is the file named in messages."""
 
