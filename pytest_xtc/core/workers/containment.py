@@ -9,6 +9,7 @@ import ctypes
 import os
 import signal
 import sys
+from typing import Any
 
 from pytest_xtc.core.workers import hygiene
 
@@ -25,10 +26,22 @@ def die_with(parent: int) -> None:
         os._exit(70)
 
 
+#: The sentinel as a small program (``/bin/sh``): started with posix_spawn, it costs a
+#: fraction of a fork of this (large) process. Its standard input is the lifeline.
+_SENTINEL_SH = "/bin/sh"
+_SENTINEL_SCRIPT = "while read -r _; do :; done; kill -KILL 0"
+
+
 def sentinel(lifeline: int) -> int:
-    """Fork a small process of this group that kills the group when ``lifeline`` reads
+    """Start a small process of this group that kills the group when ``lifeline`` reads
     EOF: when the parent, the only holder of its write end, is gone (even by SIGKILL).
-    Returns its pid."""
+    Returns its pid. ``/bin/sh`` reading the lifeline on its standard input where there is
+    one (spawned: no copy of this process), else a fork of this process."""
+    if os.path.exists(_SENTINEL_SH) and hasattr(os, "posix_spawn"):
+        try:
+            return _spawned_sentinel(lifeline)
+        except OSError:
+            pass
     pid = os.fork()
     if pid != 0:
         os.close(lifeline)
@@ -45,6 +58,23 @@ def sentinel(lifeline: int) -> int:
         os.killpg(0, signal.SIGKILL)
     finally:
         os._exit(0)
+
+
+def _spawned_sentinel(lifeline: int) -> int:
+    """``sh`` with the lifeline as its fd 0, /dev/null as 1 and 2, nothing else open."""
+    try:
+        open_fds = [int(name) for name in os.listdir("/proc/self/fd")]
+    except OSError:
+        open_fds = list(range(3, 256))
+    actions: list[tuple[Any, ...]] = [(os.POSIX_SPAWN_DUP2, lifeline, 0),
+                                      (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+                                      (os.POSIX_SPAWN_DUP2, 1, 2)]
+    actions += [(os.POSIX_SPAWN_CLOSE, fd) for fd in open_fds if fd > 2 and fd != lifeline]
+    actions.append((os.POSIX_SPAWN_CLOSE, lifeline) if lifeline > 2 else ())
+    pid = os.posix_spawn(_SENTINEL_SH, [_SENTINEL_SH, "-c", _SENTINEL_SCRIPT],
+                         {"PATH": "/usr/bin:/bin"}, file_actions=[a for a in actions if a])
+    os.close(lifeline)
+    return pid
 
 
 def own_stdio(log: int) -> None:
