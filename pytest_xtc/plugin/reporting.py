@@ -129,9 +129,13 @@ class Reporter:
             base = registry.parse(adapter.name)[0].base
             adapter_record: AdapterRecord = {**adapter_distribution(base),
                                              "options": options.adapter_settings(self.config)}
+            tier, device = probe.tier.value, probe.device
+            if options.settings(self.config).from_pack:  # run by the pack's runner elsewhere
+                tier, device = "execute", _pack_machine(options.settings(self.config).from_pack,
+                                                        device)
             targets[adapter.name] = Target(
-                tier=probe.tier.value, reason=str(probe.reason or ""),
-                versions=dict(probe.versions), device=probe.device,
+                tier=tier, reason=str(probe.reason or ""),
+                versions=dict(probe.versions), device=device,
                 placements=tuple(placements), capabilities=capabilities,
                 adapter=adapter_record, runs=(0,), shards=shards,
                 case_set=TargetCaseSet.from_dict(clean(case_set), f"{adapter.name} case set"),
@@ -334,3 +338,11 @@ def _coverage() -> dict[str, Any]:
     from pytest_xtc.conformance import coverage_table
 
     return {family: c.to_dict() for family, c in coverage_table().items()}
+
+
+def _pack_machine(pack: str, here: str | None) -> str:
+    """The device column of a session judging a pack: where its runner ran, as it says."""
+    from pytest_xtc.core.pack.results import runner_machine
+
+    return f"{here or 'this machine'}: judged here; kernels run by the pack's device runner " \
+           f"({runner_machine(Path(pack))})"

@@ -365,3 +365,6 @@ def test_a_compile_only_targets_cases_judged_from_a_pack_were_executed(
     result.stdout.fnmatch_lines(["*unexpected pass*remove the entry*"])
     records = [json.loads(line) for line in (pytester.path / "rep" / "results.jsonl").open()]
     assert {r["tier"] for r in records} == {Tier.EXECUTE.value}
+    target = json.loads((pytester.path / "rep" / "report.json").read_text())["targets"]["fakeco"]
+    assert target["tier"] == Tier.EXECUTE.value
+    assert "kernels run by the pack's device runner (Python " in target["device"]

@@ -173,6 +173,8 @@ def find(
     """The first entry covering ``case`` on XTC version ``xtc`` (default: installed) in a
     run that ``executed`` the kernels or only compiled them (None: either)."""
     version = xtc_version() if xtc == INSTALLED else xtc
+    if not isinstance(case, (str, Traits)) and entries:
+        case = Traits.of(case)  # read once, not once an entry
     return next((e for e in entries if e.matches(case, version, executed)), None)
 
 

@@ -157,3 +157,14 @@ class PackResults:
             raise Refused(f"{path}: {array.dtype.name}{list(array.shape)}, the case's output is "
                           f"{like[1]}{list(like[0])} (the output of another case)")
         return array
+
+
+def runner_machine(pack: Path) -> str:
+    """What the pack's runner recorded of the machine it ran on (Python, numpy, its runs)."""
+    try:
+        run = json.loads((pack / "results" / runner.RUN).read_text())
+    except (OSError, ValueError):
+        return "no run record"
+    runs = len(run.get("merged_from") or ()) or 1
+    return (f"Python {run.get('python')}, numpy {run.get('numpy')}, {runs} "
+            f"run{'s' if runs > 1 else ''}, {len(run.get('cases') or ())} cases")
