@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from pytest_xtc import SUITE_VERSION
+from pytest_xtc.core.adapter import Tier
 from pytest_xtc.core.adapters import registry
 from pytest_xtc.core.cases.identity import test_id
 from pytest_xtc.plugin import options, state
@@ -130,9 +131,9 @@ class Reporter:
             adapter_record: AdapterRecord = {**adapter_distribution(base),
                                              "options": options.adapter_settings(self.config)}
             tier, device = probe.tier.value, probe.device
-            if options.settings(self.config).from_pack:  # run by the pack's runner elsewhere
-                tier, device = "execute", _pack_machine(options.settings(self.config).from_pack,
-                                                        device)
+            pack = options.settings(self.config).from_pack
+            if pack:  # the kernels ran where the pack's runner ran them
+                tier, device = Tier.EXECUTE.value, _pack_machine(pack, device)
             targets[adapter.name] = Target(
                 tier=tier, reason=str(probe.reason or ""),
                 versions=dict(probe.versions), device=device,
