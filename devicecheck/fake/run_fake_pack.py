@@ -36,7 +36,8 @@ def main() -> int:
         sys.exit(f"{args.out}: exists (give a new folder)")
     shutil.copytree(args.pack, args.out, ignore=shutil.ignore_patterns("results"))
     library = args.out / "libs" / "0000-libmlir_cuda_runtime.so"
-    subprocess.run(["cc", "-shared", "-fPIC", "-O1", "-o", str(library), str(MOCK)], check=True)
+    subprocess.run(["cc", "-shared", "-fPIC", "-O1", "-Wl,-soname,libmlir_cuda_runtime.so",
+                    "-o", str(library), str(MOCK)], check=True)  # the soname kernels need
     packed = 0
     for line_file in sorted((args.out / "cases").glob("*/case.json")):
         line = json.loads(line_file.read_text())
@@ -57,8 +58,8 @@ def main() -> int:
                          text=True)
     took = time.perf_counter() - start
     statuses: dict[str, int] = {}
-    for line in ran.stdout.splitlines():
-        statuses[line.split()[0]] = statuses.get(line.split()[0], 0) + 1
+    for word in (line.split()[0] for line in ran.stdout.splitlines() if line.strip()):
+        statuses[word] = statuses.get(word, 0) + 1
     print(f"{packed} packed cases run against the fake CUDA runtime in {took:.0f} s "
           f"(runner exit status {ran.returncode}): {statuses}")
     return ran.returncode
