@@ -343,7 +343,7 @@ def _coverage() -> dict[str, Any]:
 
 def _pack_machine(pack: str, here: str | None) -> str:
     """The device column of a session judging a pack: where its runner ran, as it says."""
-    from pytest_xtc.core.pack.results import runner_machine
+    from pytest_xtc.core.execution import packed
 
     return f"{here or 'this machine'}: judged here; kernels run by the pack's device runner " \
-           f"({runner_machine(Path(pack))})"
+           f"({packed.opened(pack).machine()})"

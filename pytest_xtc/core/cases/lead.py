@@ -4,11 +4,17 @@ selectors (``scheduled_ops``, ``lead_trips``). No XTC, no pytest."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_xtc.core.cases import graphs
 from pytest_xtc.core.cases.case import Case
+
+
+def scheduled_node(case: Case, found: Sequence[graphs.Node]) -> graphs.Node:
+    """The node of ``found`` (the graph's, not empty) the schedule's main steps schedule:
+    the one it names, else XTC's default, the last."""
+    return next((n for n in found if case.schedule.node in (n.name, n.uid)), found[-1])
 
 
 def lead_loop(case: Case, known: Mapping[str, graphs.Operand]) -> tuple[str, int]:
@@ -21,7 +27,7 @@ def lead_loop(case: Case, known: Mapping[str, graphs.Operand]) -> tuple[str, int
     if not found:
         return "", 0
     schedule = case.schedule
-    node = next((n for n in found if schedule.node in (n.name, n.uid)), found[-1])
+    node = scheduled_node(case, found)
     shape = known[node.uid].shape
     loop = node.op.loops[0] if node.op.loops else None
     spec = schedule.descript.spec if schedule.descript is not None else None

@@ -48,7 +48,7 @@ from packaging.version import InvalidVersion, Version
 from pytest_xtc import ops
 from pytest_xtc.core.cases import graphs
 from pytest_xtc.core.cases.case import DEVICE, HOST, Case, Schedule
-from pytest_xtc.core.cases.lead import lead_loop
+from pytest_xtc.core.cases.lead import lead_loop, scheduled_node
 from pytest_xtc.core.cases.schedule import BACKEND_OPTIONS
 from pytest_xtc.core.versions import installed
 
@@ -156,7 +156,7 @@ def _intermediates(case: Case) -> int:
     if not found:
         return 0
     producers = {node.uid: node for node in found}
-    scheduled = next((n for n in found if case.schedule.node in (n.name, n.uid)), found[-1])
+    scheduled = scheduled_node(case, found)
     for primitive, args in case.schedule.steps:
         if primitive != "fuse_producer_at" or len(args) < 2 or not isinstance(args[1], int):
             continue

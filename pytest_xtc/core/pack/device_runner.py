@@ -204,7 +204,7 @@ def run_one(pack: Path, key: str, out: Path) -> int:
         sets = _sibling("device_inputs").input_sets(call, case_dir)
         progress.write_text(stage := "load")
         kernel = kernel_for(case_dir, call, loaded)
-        saved: dict[tuple[int, int], str] = {}  # (input set, output) -> its first file
+        saved: dict[tuple[int, int], tuple[str, bytes]] = {}  # (set, output): first file
         for n, step in enumerate(call["calls"]):
             progress.write_text(f"call {n}")
             given = sets[step["set"]]
@@ -218,13 +218,13 @@ def run_one(pack: Path, key: str, out: Path) -> int:
             done: Json = {"times": times, "wall_s": took, "outputs": [], "inputs_left": [],
                           "guard": [v for o in [*ins, *outs] for v in o.violations()]}
             for i, o in enumerate(outs):
-                name = f"call{n}-out{i}.npy"
+                name, data = f"call{n}-out{i}.npy", o.view.tobytes()
                 same = saved.get((step["set"], i))  # an earlier call's, on the same inputs
-                if same is not None and np.load(out / same).tobytes() == o.view.tobytes():
-                    name = same  # bit for bit that call's outputs: its file, not a copy
+                if same is not None and same[1] == data:
+                    name = same[0]  # bit for bit that call's outputs: its file, not a copy
                 else:
                     np.save(out / name, o.view)
-                    saved.setdefault((step["set"], i), name)
+                    saved.setdefault((step["set"], i), (name, data))
                 done["outputs"].append(name)
             for i, (o, a) in enumerate(zip(ins, given, strict=True)):
                 left = None

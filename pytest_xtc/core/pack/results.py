@@ -86,6 +86,12 @@ class PackResults:
             raise PackError(f"{run_file}: the runner ran none of the pack's {len(packed)} "
                             "cases (it gave no result)")
 
+    def machine(self) -> str:
+        """What the runner recorded of the machine it ran on (Python, numpy, its runs)."""
+        runs = len(self.run.get("merged_from") or ()) or 1
+        return (f"Python {self.run.get('python')}, numpy {self.run.get('numpy')}, {runs} "
+                f"run{'s' if runs > 1 else ''}, {len(self.run.get('cases') or ())} cases")
+
     @property
     def settings(self) -> Json:
         settings: Json = self.manifest.get("settings", {})
@@ -157,14 +163,3 @@ class PackResults:
             raise Refused(f"{path}: {array.dtype.name}{list(array.shape)}, the case's output is "
                           f"{like[1]}{list(like[0])} (the output of another case)")
         return array
-
-
-def runner_machine(pack: Path) -> str:
-    """What the pack's runner recorded of the machine it ran on (Python, numpy, its runs)."""
-    try:
-        run = json.loads((pack / "results" / runner.RUN).read_text())
-    except (OSError, ValueError):
-        return "no run record"
-    runs = len(run.get("merged_from") or ()) or 1
-    return (f"Python {run.get('python')}, numpy {run.get('numpy')}, {runs} "
-            f"run{'s' if runs > 1 else ''}, {len(run.get('cases') or ())} cases")

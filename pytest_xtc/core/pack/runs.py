@@ -27,7 +27,8 @@ def merge_runs(pack: Path, runs: list[Path], into: Path) -> Json:
     if into.exists() and (not into.is_dir() or any(into.iterdir())):
         raise PackError(f"{into}: exists and is not an empty folder (give a new one)")
     checked = [PackResults(pack, run) for run in runs]
-    owner: dict[str, Path] = {}
+    owner: dict[str, Path] = {}  # case key -> the results folder that ran it
+    digests: dict[str, str] = {}
     for results in checked:
         for key, digest in results.run["cases"].items():
             if key in owner:
@@ -36,7 +37,7 @@ def merge_runs(pack: Path, runs: list[Path], into: Path) -> Json:
             path = results.results / key / runner.RESULT
             if not path.is_file() or runner.sha256(path) != digest:
                 raise PackError(f"{path}: not the result its run recorded (edited or truncated)")
-            owner[key] = results.results
+            owner[key], digests[key] = results.results, digest
     first = checked[0].run
     packed = [k for k, c in checked[0].manifest["cases"].items() if c.get("packed")]
     into.mkdir(parents=True, exist_ok=True)
@@ -45,8 +46,7 @@ def merge_runs(pack: Path, runs: list[Path], into: Path) -> Json:
     merged: Json = {
         "format": runner.FORMAT, "runner_version": first["runner_version"],
         "pack_id": first["pack_id"], "runner_sha256": first["runner_sha256"],
-        "cases": {k: checked_digest for r in checked
-                  for k, checked_digest in r.run["cases"].items()},
+        "cases": digests,
         "not_run": [k for k in packed if k not in owner],
         "seconds": sum(float(r.run.get("seconds", 0.0)) for r in checked),
         "jobs": max(int(r.run.get("jobs", 1)) for r in checked),

@@ -61,18 +61,14 @@ def sentinel(lifeline: int) -> int:
 
 
 def _spawned_sentinel(lifeline: int) -> int:
-    """``sh`` with the lifeline as its fd 0, /dev/null as 1 and 2, nothing else open."""
-    try:
-        open_fds = [int(name) for name in os.listdir("/proc/self/fd")]
-    except OSError:
-        open_fds = list(range(3, 256))
+    """``sh`` with the lifeline as its fd 0, /dev/null as 1 and 2, nothing else open (the
+    lifeline's own fd closed after it is copied to 0)."""
     actions: list[tuple[Any, ...]] = [(os.POSIX_SPAWN_DUP2, lifeline, 0),
                                       (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
                                       (os.POSIX_SPAWN_DUP2, 1, 2)]
-    actions += [(os.POSIX_SPAWN_CLOSE, fd) for fd in open_fds if fd > 2 and fd != lifeline]
-    actions.append((os.POSIX_SPAWN_CLOSE, lifeline) if lifeline > 2 else ())
+    actions += [(os.POSIX_SPAWN_CLOSE, fd) for fd in _open_fds() if fd > 2]
     pid = os.posix_spawn(_SENTINEL_SH, [_SENTINEL_SH, "-c", _SENTINEL_SCRIPT],
-                         {"PATH": "/usr/bin:/bin"}, file_actions=[a for a in actions if a])
+                         {"PATH": "/usr/bin:/bin"}, file_actions=actions)
     os.close(lifeline)
     return pid
 
@@ -88,13 +84,17 @@ def own_stdio(log: int) -> None:
     sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
 
 
+def _open_fds() -> list[int]:
+    """This process's open descriptors (or every one up to 255 where /proc cannot say)."""
+    try:
+        return [int(name) for name in os.listdir("/proc/self/fd")]
+    except OSError:
+        return list(range(3, 256))
+
+
 def close_fds_except(keep: set[int]) -> None:
     """Close every open descriptor not in ``keep`` (inherited pipes, sockets, files)."""
-    try:
-        open_fds = [int(name) for name in os.listdir("/proc/self/fd")]
-    except OSError:
-        open_fds = list(range(3, 256))
-    for fd in open_fds:
+    for fd in _open_fds():
         if fd not in keep:
             with contextlib.suppress(OSError):
                 os.close(fd)

@@ -181,14 +181,21 @@ def _children(pid: int) -> set[int]:
     return {child for child, parent in _parents().items() if parent == pid}
 
 
+def _stat(pid: int | str) -> list[str]:
+    """The fields of ``/proc/PID/stat`` after the command (state, ppid, pgrp, session...);
+    [] for a process gone or unreadable."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return []
+
+
 def _parents() -> dict[int, int]:
     parents: dict[int, int] = {}
     for name in os.listdir("/proc"):
-        if name.isdigit():
-            with contextlib.suppress(OSError, IndexError, ValueError), open(
-                f"/proc/{name}/stat"
-            ) as stat:
-                parents[int(name)] = int(stat.read().rsplit(")", 1)[1].split()[1])
+        if name.isdigit() and len(fields := _stat(name)) > 1:
+            parents[int(name)] = int(fields[1])
     return parents
 
 
@@ -226,16 +233,9 @@ def adopted_zombies(known: set[int]) -> list[int]:
     subreaper (a killed worker's sentinel), which nobody else will reap. Children of this
     process's own session (``subprocess`` runs) and ``known`` ones are left to their
     owners, so that no other waiter loses a child's exit status."""
-    me, session = os.getpid(), os.getsid(0)
-    found = []
-    for child in _children(me) - known:
-        with contextlib.suppress(OSError, IndexError, ValueError), open(
-            f"/proc/{child}/stat"
-        ) as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()
-            if fields[0] == "Z" and int(fields[3]) != session:
-                found.append(child)
-    return found
+    session = str(os.getsid(0))
+    return [child for child in _children(os.getpid()) - known
+            if (fields := _stat(child))[:1] == ["Z"] and fields[3] != session]
 
 
 def end_strays(keep: set[int], rounds: int = 20) -> int:
