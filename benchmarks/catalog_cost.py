@@ -20,6 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from machine_cpu import used  # benchmarks/, this script's folder
+
 ROOT = Path(__file__).resolve().parents[1]
 GOAL = 1.25
 
@@ -31,10 +33,12 @@ def timed(tree: Path, workers: int, shard: str | None) -> tuple[float, str]:
     if shard:
         command.append(f"--xtc-shard={shard}")
     env = {**os.environ, "PYTHONPATH": str(tree)}  # that tree's code, not the installed one
-    start = time.perf_counter()
+    start, (user, system) = time.perf_counter(), used()
     done = subprocess.run(command, cwd=tree, capture_output=True, text=True, env=env)
     elapsed = time.perf_counter() - start
+    spent = [after - before for after, before in zip(used(), (user, system), strict=True)]
     last = (done.stdout.strip().splitlines() or [done.stderr[-300:]])[-1]
+    last += f"; machine CPU {spent[0]:.1f} s user, {spent[1]:.1f} s system"
     if done.returncode not in (0, 1) or not re.search(r"\d+ (passed|failed)", last):
         sys.exit(f"{' '.join(command)} failed ({done.returncode}): {last}")
     return elapsed, last

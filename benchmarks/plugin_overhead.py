@@ -161,10 +161,12 @@ host = IsolatedAdapter(TargetSpec("host", "host"), EntryPoint(
     "host", "pytest_xtc.targets.host:HostTarget", registry.GROUP))
 scratch = Path(tempfile.mkdtemp())
 run_case(host, chosen[0], scratch / "warm", Settings(perf=False))  # host loaded, warm
-start = time.perf_counter()
+sys.path.insert(0, sys.argv[3])  # benchmarks/: machine_cpu
+from machine_cpu import used
+start, cpu = time.perf_counter(), sum(used())
 for n, case in enumerate(chosen):
     run_case(host, case, scratch / str(n), Settings(perf=False))
-print((time.perf_counter() - start) / len(chosen))
+print((sum(used()) - cpu) / len(chosen), (time.perf_counter() - start) / len(chosen))
 host.stop()
 """
 
@@ -172,19 +174,26 @@ host.stop()
 def pristine_cost(rounds: int, cwd: str) -> None:
     """Seconds per case, each case in a worker of its own or one worker for all, measured
     inside a fresh process each (alternating order); the difference is the pristine
-    start's cost per case."""
-    found: dict[str, list[float]] = {"fresh": [], "reused": []}
-    for variant in alternating(found, rounds):
-        done = subprocess.run([sys.executable, "-c", PRISTINE, variant, SELECT], cwd=cwd,
+    start's cost per case. Wall time (a second core idle takes the next worker's fork)
+    and CPU time of the whole machine (``/proc/stat``: pytest, the host, the case workers
+    and their compilers; what a busy machine, ``-n`` as many as cores, pays)."""
+    walls: dict[str, list[float]] = {"fresh": [], "reused": []}
+    cpus: dict[str, list[float]] = {"fresh": [], "reused": []}
+    for variant in alternating(walls, rounds):
+        done = subprocess.run([sys.executable, "-c", PRISTINE, variant, SELECT, str(HERE)],
+                              cwd=cwd,
                               env=BASE_ENV, capture_output=True, text=True, check=True)
-        found[variant].append(float(done.stdout.split()[-1]))
-    fresh, reused = (statistics.median(found[v]) for v in ("fresh", "reused"))
-    paired = statistics.median(a - b for a, b in zip(found["fresh"], found["reused"],
-                                                     strict=True))
-    print(f"pristine start, {rounds} rounds, 28 cases each: a worker per case "
-          f"{fresh * 1000:.0f} ms/case, one worker reused {reused * 1000:.0f} ms/case: "
-          f"cost {(fresh - reused) * 1000:+.1f} ms per case of the medians, "
-          f"{paired * 1000:+.1f} ms round by round")
+        cpu, wall = map(float, done.stdout.split()[-2:])
+        walls[variant].append(wall)
+        cpus[variant].append(cpu)
+    for what, found in (("wall", walls), ("CPU", cpus)):
+        fresh, reused = (statistics.median(found[v]) for v in ("fresh", "reused"))
+        paired = statistics.median(a - b for a, b in zip(found["fresh"], found["reused"],
+                                                         strict=True))
+        print(f"pristine start, {what}, {rounds} rounds, 28 cases each: a worker per case "
+              f"{fresh * 1000:.0f} ms/case, one worker reused {reused * 1000:.0f} ms/case: "
+              f"cost {(fresh - reused) * 1000:+.1f} ms per case of the medians, "
+              f"{paired * 1000:+.1f} ms round by round")
 
 
 def declarations_ms(env: Mapping[str, str], cwd: str) -> float:

@@ -1,8 +1,9 @@
 """Faulty host variants, each wrong only in a dimension the catalog once left unvaried
-(issue 33): output and operand sizes past 16-bit indices, tiled reductions with a
-remainder, non-square filters, per-axis strides, asymmetric padding, attribute-only
-twins, operands off alignment. Each runs real XTC kernels and goes wrong as the compiler
-or runtime bug it names would; the catalog alone must reject every one."""
+(issue 33): output and operand sizes past 16-bit indices (and axes past 8-bit ones),
+tiled reductions and vector loops with a remainder, non-square filters, per-axis strides,
+asymmetric padding, attribute-only twins, operands off alignment. Each runs real XTC
+kernels and goes wrong as the compiler or runtime bug it names would; the catalog alone
+must reject every one."""
 
 from __future__ import annotations
 
@@ -45,6 +46,41 @@ class InputIndex16(Tampered):
     def feed(self, inputs: Sequence[np.ndarray]) -> Sequence[np.ndarray]:
         return [a.reshape(-1)[np.arange(a.size) & (WIDTH - 1)].reshape(a.shape)
                 if a.size > WIDTH else a for a in inputs]
+
+
+class ColumnIndex8(Tampered):
+    """The innermost index is kept in 8 bits: past 256 columns, column j is stored at
+    j mod 256 (the later columns overwrite the first ones, the rest is never written)."""
+
+    def spoil(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
+        for out in outputs:
+            if out.ndim >= 2 and out.shape[-1] > 256:
+                kept = out.copy()
+                values.fill_unwritten(out)
+                for column in range(out.shape[-1]):
+                    out[..., column % 256] = kept[..., column]
+
+
+class RowsPast256(Tampered):
+    """A row counter kept in 8 bits: the rows of an output past the 256th are never
+    written."""
+
+    def spoil(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
+        for out in outputs:
+            if out.ndim >= 2 and out.shape[-2] > 256:
+                values.fill_unwritten(out[..., 256:, :])
+
+
+class LastPartialTileUnwritten(Tampered):
+    """An 8-wide vector loop over the output's last axis without its remainder loop: where
+    that axis is longer than 8 and not a multiple of 8, its last elements are never
+    written."""
+
+    def spoil(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
+        for out in outputs:
+            size = out.shape[-1] if out.ndim else 0
+            if size > 8 and size % 8:
+                values.fill_unwritten(out[..., size - size % 8 :])
 
 
 def _reduction_tiles(case: Case) -> dict[str, int]:
@@ -217,9 +253,19 @@ class AlignedStores(Tampered):
                 ctypes.memmove(start, data, len(data))
 
 
+class Aligned64Loads(AlignedLoads):
+    """AVX-512 loads assume 64-byte aligned inputs (a cache line): an input that is not is
+    read from its address rounded down to 64 bytes."""
+
+    BOUNDARY = 64
+
+
 DIMENSION_FAULTS: dict[str, type[HostTarget]] = {
     "output-index-16bit": OutputIndex16,
     "input-index-16bit": InputIndex16,
+    "column-index-8bit": ColumnIndex8,
+    "rows-past-256-unwritten": RowsPast256,
+    "last-partial-tile-unwritten": LastPartialTileUnwritten,
     "reduction-remainder-dropped": ReductionRemainder,
     "reduction-remainder-twice": ReductionRemainderTwice,
     "square-filter-assumed": SquareFilter,
@@ -228,4 +274,5 @@ DIMENSION_FAULTS: dict[str, type[HostTarget]] = {
     "cache-without-attributes": CacheWithoutAttributes,
     "aligned-loads": AlignedLoads,
     "aligned-stores": AlignedStores,
+    "aligned-64-loads": Aligned64Loads,
 }

@@ -26,6 +26,9 @@ SEEDS = (0, 1, 2)
 CAUGHT_BY = {
     "output-index-16bit": ["relu-float32-257x259-none"],  # class 1
     "input-index-16bit": ["matmul-float32-257x259x257-vectorize"],
+    "column-index-8bit": ["relu-float32-257x259-none"],
+    "rows-past-256-unwritten": ["relu-float32-257x259-none"],
+    "last-partial-tile-unwritten": ["matmul-float32-13x11x7-none"],  # a vector remainder
     "reduction-remainder-dropped": ["matmul-float32-31x17x13-unroll_k"],  # class 2
     "reduction-remainder-twice": ["conv2d-float32-1x7x8x17-5x3x8-s1-p0-2_1-0-tile_c"],
     "square-filter-assumed": ["conv2d-float32-1x10x1x3-3x1x5-s3x2-p1-1_0-0-split"],  # class 3
@@ -34,6 +37,7 @@ CAUGHT_BY = {
     "cache-without-attributes": ["pad2d-float32-1x5x6x3-pad0-1_1-0-none"],  # class 5
     "aligned-loads": ["matmul-float32-16x37x8-tile_ijk-odd-offset"],  # class 6
     "aligned-stores": ["matmul-float32-64x3x29-unroll-odd-offset"],
+    "aligned-64-loads": ["matmul-float32-16x37x8-tile_ijk-odd-offset"],
 }
 
 

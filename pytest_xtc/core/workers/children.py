@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_xtc.core.outcome import Failure, FailureKind
+from pytest_xtc.core.workers import transfer
 from pytest_xtc.core.workers.output import OutputTail
 from pytest_xtc.core.workers.serving import Fds, Handler, child
 
@@ -54,8 +55,8 @@ class Child:
 
 def spawn(handler: Handler, memory_limit: int | None, clean: bool) -> Child:
     """Fork a child of this process, ready to serve ``handler``'s requests."""
-    requests_read, requests = os.pipe()
-    replies, replies_write = os.pipe()
+    requests_read, requests = transfer.pipe()
+    replies, replies_write = transfer.pipe()
     lifeline_read, lifeline = os.pipe()
     log = OutputTail()
     parent = os.getpid()

@@ -10,13 +10,13 @@ tail. The pipe is enlarged so that a burst of output does not wait for the drain
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import select
 import threading
 
+from pytest_xtc.core.workers import transfer
+
 TAIL_BYTES = 64 << 10  # the last bytes kept of a worker's output
-PIPE_BYTES = 1 << 20  # the pipe's capacity asked for (Linux; the default 64 KiB elsewhere)
 _POLL_S = 0.2  # how often the drain looks whether it was told to end
 
 
@@ -25,9 +25,7 @@ class OutputTail:
 
     def __init__(self, cap: int = TAIL_BYTES) -> None:
         self.cap = cap
-        self.read_fd, self.write_fd = os.pipe()
-        with contextlib.suppress(AttributeError, OSError):  # F_SETPIPE_SZ: Linux only
-            fcntl.fcntl(self.write_fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+        self.read_fd, self.write_fd = transfer.pipe()
         self.total = 0  # bytes written by the child in all, kept or not
         self._kept = bytearray()
         self._lock = threading.Lock()

@@ -29,8 +29,22 @@ from typing import Any
 import numpy as np
 
 INLINE_MAX = 1 << 16  # out-of-band buffers below this (a pipe's capacity) go through it
+#: The capacity asked for a worker's pipes (Linux's largest without privileges; 64 KiB
+#: elsewhere): a frame of several inline buffers (a request of a 64x64x64 matmul is 83 KB)
+#: goes in at once, its writer not waiting for the reader to drain the pipe.
+PIPE_BYTES = 1 << 20
 _CHUNK = 1 << 30  # bytes per write system call (Linux moves at most 2 GiB - 4 KiB)
 _segments: dict[int, tuple[int, int, int]] = {}  # start address: (end, fd, owner pid)
+
+
+def pipe() -> tuple[int, int]:
+    """``os.pipe()``, enlarged to :data:`PIPE_BYTES` where the system allows it."""
+    read, write = os.pipe()
+    with contextlib.suppress(AttributeError, OSError):  # F_SETPIPE_SZ: Linux only
+        import fcntl
+
+        fcntl.fcntl(write, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+    return read, write
 
 
 def shared_memory_available() -> bool:
