@@ -33,10 +33,10 @@ def timed(tree: Path, workers: int, shard: str | None) -> tuple[float, str]:
     if shard:
         command.append(f"--xtc-shard={shard}")
     env = {**os.environ, "PYTHONPATH": str(tree)}  # that tree's code, not the installed one
-    start, (user, system) = time.perf_counter(), used()
+    start, before = time.perf_counter(), used()
     done = subprocess.run(command, cwd=tree, capture_output=True, text=True, env=env)
     elapsed = time.perf_counter() - start
-    spent = [after - before for after, before in zip(used(), (user, system), strict=True)]
+    spent = [after - then for after, then in zip(used(), before, strict=True)]
     last = (done.stdout.strip().splitlines() or [done.stderr[-300:]])[-1]
     last += f"; machine CPU {spent[0]:.1f} s user, {spent[1]:.1f} s system"
     if done.returncode not in (0, 1) or not re.search(r"\d+ (passed|failed)", last):

@@ -181,8 +181,7 @@ def pristine_cost(rounds: int, cwd: str) -> None:
     cpus: dict[str, list[float]] = {"fresh": [], "reused": []}
     for variant in alternating(walls, rounds):
         done = subprocess.run([sys.executable, "-c", PRISTINE, variant, SELECT, str(HERE)],
-                              cwd=cwd,
-                              env=BASE_ENV, capture_output=True, text=True, check=True)
+                              cwd=cwd, env=BASE_ENV, capture_output=True, text=True, check=True)
         cpu, wall = map(float, done.stdout.split()[-2:])
         walls[variant].append(wall)
         cpus[variant].append(cpu)

@@ -110,6 +110,7 @@ class Reporter:
             shards = Shards(count=count, indices=(index,))
         session = state.get(self.config)
         assert session is not None
+        pack = self.config.getoption("xtc_from_pack", None)  # the kernels ran where it ran
         targets = {}
         for adapter in session.adapters:
             probe = adapter.status()
@@ -131,8 +132,7 @@ class Reporter:
             adapter_record: AdapterRecord = {**adapter_distribution(base),
                                              "options": options.adapter_settings(self.config)}
             tier, device = probe.tier.value, probe.device
-            pack = options.settings(self.config).from_pack
-            if pack:  # the kernels ran where the pack's runner ran them
+            if pack:
                 tier, device = Tier.EXECUTE.value, _pack_machine(pack, device)
             targets[adapter.name] = Target(
                 tier=tier, reason=str(probe.reason or ""),

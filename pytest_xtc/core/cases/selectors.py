@@ -151,10 +151,10 @@ def _intermediates(case: Case) -> int:
     """How many node results are neither a graph output nor inlined into their consumer:
     the buffers a compiler must allocate between nodes (:data:`_INLINED_WHEN_FUSED`)."""
     found = graphs.nodes(case.graph)
-    outputs = {o["uid"] for o in case.graph["outputs"]}
-    inner = {node.uid for node in found if node.uid not in outputs}
     if not found:
         return 0
+    outputs = {o["uid"] for o in case.graph["outputs"]}
+    inner = {node.uid for node in found if node.uid not in outputs}
     producers = {node.uid: node for node in found}
     scheduled = scheduled_node(case, found)
     for primitive, args in case.schedule.steps:
@@ -332,13 +332,13 @@ class Selector:
             if not re.fullmatch(r"[\w*?+]+:[\w*?]+->[\w*?]+", move):
                 raise SelectorError(f"{where}: node_placements: {move!r} is not OP:IN->OUT "
                                     "(e.g. relu:host->device)")
-        for name in _names(data, "attributes", where) or ():
+        attributes = _names(data, "attributes", where)
+        for name in attributes or ():
             _check_attribute(name, where)
         return cls(pattern, _names(data, "ops", where), _names(data, "dtypes", where),
                    placements, _names(data, "primitives", where), xtc, values,
                    count, whole, moves, unit, _backend(data.get("backend"), where),
-                   _names(data, "scheduled_ops", where), trips, inner,
-                   _names(data, "attributes", where))
+                   _names(data, "scheduled_ops", where), trips, inner, attributes)
 
 
 def _check_attribute(name: str, where: str) -> None:

@@ -18,6 +18,7 @@ the memory with the last mapping: no leak is possible.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import mmap
 import os
 import pickle
@@ -41,8 +42,6 @@ def pipe() -> tuple[int, int]:
     """``os.pipe()``, enlarged to :data:`PIPE_BYTES` where the system allows it."""
     read, write = os.pipe()
     with contextlib.suppress(AttributeError, OSError):  # F_SETPIPE_SZ: Linux only
-        import fcntl
-
         fcntl.fcntl(write, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
     return read, write
 
