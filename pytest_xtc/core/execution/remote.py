@@ -14,6 +14,7 @@ cause.
 from __future__ import annotations
 
 import contextlib
+import os
 import tempfile
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -87,7 +88,7 @@ class IsolatedAdapter(TargetAdapter):
         self._scratch = tempfile.TemporaryDirectory(prefix=f"pytest-xtc-prepare-{spec.name}-")
         state: dict[str, Any] = {"scratch": Path(self._scratch.name)}
         self._host = isolation.Worker(
-            _host_handler(entry, spec, state), warm=(WARM,), warm_limit=limits.load, clean=False
+            _HostHandler(entry, spec, state), warm=(WARM,), warm_limit=limits.load, clean=False
         )
 
     def failure(self) -> str | None:
@@ -210,10 +211,18 @@ class IsolatedAdapter(TargetAdapter):
         if self.broken is not None:
             raise isolation.ChildFailure(first_phase, f"adapter failed to load: {self.broken}")
         backstop = {LOAD: self.limits.load, **{p: s + self.limits.grace for p, s in limits.items()}}
+        entered = [first_phase]
+
+        def report(phase: str) -> None:
+            entered[0] = phase
+            if on_phase is not None:
+                on_phase(phase)
+
         try:
             request = ("case", request, dict(limits), first_phase)
-            done = self._host.call(request, backstop, LOAD, on_phase, meanwhile)
+            done = self._host.call(request, backstop, LOAD, report, meanwhile)
             done.moved_s = (done.moved_s or 0.0) + self._host.moved_s  # both hops
+            done.notes += self._host.notes  # a host replaced before the case began
             return done
         except isolation.ChildFailure as exc:
             if exc.phase == LOAD:
@@ -225,6 +234,10 @@ class IsolatedAdapter(TargetAdapter):
             self.broken = str(exc)
             message = f"adapter failed to load: {self.broken}"
             raise isolation.ChildFailure(first_phase, message) from None
+        except Exception as exc:  # the host's own work failed (a limit a case lowered...)
+            phase = first_phase if entered[0] in (LOAD, isolation.TRANSFER) else entered[0]
+            raise isolation.ChildFailure(
+                phase, f"the adapter's host failed: {type(exc).__name__}: {exc}") from None
 
     def compile(self, case: Case, workdir: Path) -> Artifact:
         raise AdapterFailure("an isolated adapter compiles through runner.run_case")
@@ -253,18 +266,21 @@ class _LoadError(RuntimeError):
     """The entry point did not load or build an adapter, said in one line."""
 
 
-def _host_handler(
-    entry: EntryPoint, spec: TargetSpec, state: dict[str, Any]
-) -> Callable[[Any, isolation.Report], Any]:
+class _HostHandler:
     """The host's request handler; ``state`` holds the adapter once built (in the host)."""
 
-    def handle(request: Any, report: isolation.Report) -> Any:
+    def __init__(self, entry: EntryPoint, spec: TargetSpec, state: dict[str, Any]) -> None:
+        self.entry, self.spec, self.state = entry, spec, state
+
+    def __call__(self, request: Any, report: isolation.Report) -> Any:
+        state = self.state
         adapter = state.get("adapter")
         if adapter is None:
-            adapter = state["adapter"] = _build(entry, spec, state["scratch"])
+            adapter = state["adapter"] = _build(self.entry, self.spec, state["scratch"])
             # the host is the template: each case in a child of its own, forked from it
             state["inner"] = isolation.Worker(_inner_handler(adapter),
-                                              worker_memory_limit(adapter), fresh=True)
+                                              worker_memory_limit(adapter), fresh=True,
+                                              defer_next=True)
         kind, inner = request[0], state["inner"]
         if kind == WARM:
             inner.start()
@@ -284,7 +300,15 @@ def _host_handler(
         done.moved_s = inner.moved_s
         return done
 
-    return handle
+    def after_reply(self) -> None:
+        """Between requests (the reply sent, pytest judging it): fork the next case's
+        worker, the last case's processes all killed by now."""
+        inner = self.state.get("inner")
+        if inner is None:
+            return
+        if inner.spoiled:  # this host can no longer fork a clean case worker: pytest's
+            os._exit(75)  # next request finds it gone before it began, and makes another
+        inner.prepare_next()
 
 
 def _inner_handler(adapter: TargetAdapter) -> isolation.Handler:

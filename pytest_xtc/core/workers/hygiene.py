@@ -191,6 +191,12 @@ def _stat(pid: int | str) -> list[str]:
         return []
 
 
+def process_state(pid: int) -> str:
+    """``pid``'s state letter (``R``, ``S``, ``D``, ``T`` stopped, ``Z`` dead...), "" if gone."""
+    fields = _stat(pid)
+    return fields[0] if fields else ""
+
+
 def _parents() -> dict[int, int]:
     parents: dict[int, int] = {}
     for name in os.listdir("/proc"):

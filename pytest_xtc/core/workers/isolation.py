@@ -11,12 +11,16 @@ are in place, and reports ``transfer`` before it sends its result; large arrays 
 through shared memory (:mod:`transfer`), without a copy when they were made there.
 
 Pristine (``fresh``, the case workers, docs/design-workers.md): each request runs in a
-child of its own, forked from this process (the template, which runs no request) while the
-previous one works, and killed after it: nothing a request does to its process reaches the
-next. A call may ``keep`` its child for the next (the order check's pair, on purpose). A
-reused child (an adapter's host) ends the processes a request left (it is their subreaper)
-and compares its state with its start's (:mod:`hygiene`), replaced when it changed; a
-fresh child does the same as a tripwire. Either is said in the call's ``notes``. The
+child of its own, forked from this process (the template, which runs no request) once the
+previous one is killed (never while a request's processes live: they could reach it), and
+killed after it: nothing a request does to its process reaches the next. What a request's
+processes lower in this one from outside (limits, CPUs, priority: :mod:`template`) is
+raised back after each call; a child that ends before it reports its first phase never
+began (ended from outside): the call goes once more to a new one. A call may ``keep``
+its child for the next (the order check's pair, on purpose). A reused child (an adapter's
+host) ends the processes a request left (it is their subreaper) and compares its state with
+its start's (:mod:`hygiene`), replaced when it changed; a fresh child does the same as a
+tripwire. Either is said in the call's ``notes``. The
 child's fds 1 and 2 go to a pipe read here into a bounded tail (:mod:`output`).
 
 Containment: each child leads its own session and process group (``os.setsid``), so a
@@ -44,11 +48,13 @@ from typing import Any, TypeVar
 
 from pytest_xtc.core.limits import check_limit
 from pytest_xtc.core.outcome import Failure, FailureKind
-from pytest_xtc.core.workers import interrupts, serving, transfer
+from pytest_xtc.core.workers import interrupts, serving, template, transfer
 from pytest_xtc.core.workers.children import Child, ChildFailure, available, how_it_ended, spawn
 from pytest_xtc.core.workers.containment import kill_tree, reap_dying
+from pytest_xtc.core.workers.hygiene import process_state
 from pytest_xtc.core.workers.output import OutputTail
 from pytest_xtc.core.workers.serving import ACK, TRANSFER, Handler, HandlerError, Message, Report
+from pytest_xtc.core.workers.template import TemplateChanged
 
 __all__ = ["TRANSFER", "ChildFailure", "Handler", "HandlerError", "Report", "Worker",
            "available", "call_isolated", "check_limit"]
@@ -80,12 +86,25 @@ class Worker:
         warm_limit: float = 60.0,
         clean: bool = True,
         fresh: bool = False,
+        defer_next: bool = False,
     ) -> None:
         self.handler = handler
         self.fresh = fresh  # one child per call, forked from this process: never reused
         self._kept = False  # the last call kept its child for the next (``keep``)
-        #: a fresh worker's next child, forked while the current one works
+        #: A fresh worker's next child, forked once the last one is killed (never while a
+        #: case's process lives: it could reach its sibling), by :meth:`prepare_next`:
+        #: after each call, or when the owner says (``defer_next``: the host, once its
+        #: reply is sent).
         self._spare: Child | None = None
+        self.defer_next = defer_next
+        #: this process's state that others can change (:mod:`template`), as it was
+        self._reachable = template.take()
+        self._restored: tuple[str, ...] = ()  # what was put back before the last fork
+        #: why children can no longer be forked from this process (its limits were lowered
+        #: from outside, past raising back): its owner replaces it, if it can
+        self.spoiled: str | None = None
+        self._begun = False  # the current call's child reported its first phase
+        self._meanwhile: Callable[[], None] | None = None
         self.clean = clean  # tidy after each request (strays, state); not for a host
         self.memory_limit = memory_limit
         self.warm, self.renew, self.warm_limit = warm, renew, warm_limit
@@ -118,13 +137,53 @@ class Worker:
         the child works (it must not raise): the phases it delays reading are timed from
         when the child reported them. Whatever interrupts the call here ends the child.
         A fresh worker's child serves this call alone, unless ``keep`` (it then serves
-        the next call too if that one says ``reuse``; any other is given a fresh child)."""
+        the next call too if that one says ``reuse``; any other is given a fresh child).
+        A child that dies before it reports ``first_phase`` never ran any of the request
+        (ended from outside): the request goes once more to a new child, said in ``notes``."""
         for phase, limit in limits.items():
             check_limit(f"{phase} time limit", limit)
         if self._kept and not reuse:
             self.stop()  # what the kept child went through must not reach this call
         self._kept = False
-        self.start()
+        self._meanwhile = meanwhile
+        retried: tuple[str, ...] = ()
+        while True:
+            try:
+                message = self._attempt(request, limits, first_phase, on_phase)
+                break
+            except ChildFailure as exc:
+                if self._begun or retried or self._renewing or exc.cause.startswith("timed out") \
+                        or self._stopper not in (None, threading.get_ident()):
+                    self._restored = ()  # said by the failure, never by the next call
+                    raise
+                retried = (f"the worker made for this call ended before the call began "
+                           f"({exc.cause}); it ran in a new one",)
+            finally:
+                self._check_template()
+        self.notes = message.notes + self._restored + retried
+        self._restored = ()
+        if self.fresh and keep and not message.retire:
+            self._kept = True
+        elif self.fresh:
+            self._retire()  # the next call's child is forked then, from this process
+        elif message.retire:
+            self._replace(None)
+        if message.kind == "error":
+            error = message.value
+            if not isinstance(error, Exception):
+                error = HandlerError(f"{type(error).__name__}: {error}")
+            raise error
+        return message.value
+
+    def _attempt(self, request: Any, limits: Mapping[str, float], first_phase: str,
+                 on_phase: Report | None) -> Message:
+        """Send ``request`` to the child (forked now if there is none) and follow it to its
+        reply. ``self._begun`` says whether the child reported its first phase."""
+        self._begun = False
+        try:
+            self.start()
+        except TemplateChanged as exc:
+            raise ChildFailure(first_phase, str(exc)) from None
         pid = self.pid  # another thread may stop this worker meanwhile (a warm-up's wait)
         assert self.log is not None
         self.log.clear()
@@ -138,33 +197,21 @@ class Worker:
                 serving.send_frame(self.requests, packed.frame)
             except OSError:  # the child died between requests
                 raise ChildFailure(first_phase, *self._death(first_phase, pid)) from None
-            if self.fresh and not keep and self._spare is None:
-                # the next call's child, forked while this one works
-                self._spare = spawn(self.handler, self.memory_limit, self.clean)
+            meanwhile, self._meanwhile = self._meanwhile, None  # once, whatever the tries
             if meanwhile is not None:
                 meanwhile()
             message = self._watch(ident, limits, on_phase, packed, pid)
             with contextlib.suppress(OSError):
                 serving.send_frame(self.requests, ACK)  # the child may free what it sent, now
         except BaseException as exc:
+            begun = self._begun  # the successor's warm-up is a call of its own
             if not self._stopped_elsewhere(pid):  # then the session ends: no successor
                 self._replace(exc)  # a reply still pending must never reach the next call
+            self._begun = begun
             raise
         finally:
             packed.close()
-        self.notes = message.notes
-        if self.fresh and keep and not message.retire:
-            self._kept = True
-        elif self.fresh:
-            self._retire()  # the next call's child is forked then, from this process
-        elif message.retire:
-            self._replace(None)
-        if message.kind == "error":
-            error = message.value
-            if not isinstance(error, Exception):
-                error = HandlerError(f"{type(error).__name__}: {error}")
-            raise error
-        return message.value
+        return message
 
     def start(self) -> None:
         """Fork the child now, unless this process already has one."""
@@ -191,8 +238,34 @@ class Worker:
         if pid and self.owner == os.getpid():
             kill_tree(pid, reap=False)
             self._close()
-            if self._spare is not None:
-                _workers[id(self)] = self  # its spare is stopped with it at exit
+            if not self.defer_next:
+                self.prepare_next()
+
+    def prepare_next(self) -> None:
+        """Fork the next call's child now, unless it exists or a child is serving: a fresh
+        worker between calls, so that the next call does not wait for the fork. Called
+        after a call's child is killed (or by the owner, with ``defer_next``)."""
+        if not self.fresh or self.pid or self._spare is not None:
+            return
+        with contextlib.suppress(TemplateChanged):  # the next call forks and says it
+            self._spare = self._fork()
+            _workers[id(self)] = self  # its spare is stopped with it at exit
+
+    def _fork(self) -> Child:
+        """A new child, forked once this process's limits, CPUs and priority are back to
+        what they were (a case's process may have lowered them from outside)."""
+        self._restored += tuple(template.restore(self._reachable))
+        return spawn(self.handler, self.memory_limit, self.clean)
+
+    def _check_template(self) -> None:
+        """After a call: raise back what the call's processes lowered in this one, at once
+        (the reply's way out needs it too); what cannot be spoils it (``spoiled``)."""
+        if not self.fresh or self.owner != os.getpid():
+            return
+        try:
+            self._restored += tuple(template.restore(self._reachable))
+        except TemplateChanged as exc:
+            self.spoiled = str(exc)
 
     def _stopped_elsewhere(self, pid: int) -> bool:
         """Whether another thread stopped the child ``pid`` this thread was waiting on."""
@@ -230,8 +303,12 @@ class Worker:
         self._stopper = None
         reap_dying(known=_live_children())
         spare, self._spare = self._spare, None
-        if spare is None or spare.owner != os.getpid():
-            spare = spawn(self.handler, self.memory_limit, self.clean)
+        if spare is not None and not _usable(spare):  # stopped or ended from outside
+            kill_tree(spare.pid, reap=False)
+            spare.close()
+            spare = None
+        if spare is None:
+            spare = self._fork()
         if self.log is not None:
             self.log.close()
         self.pid, self.owner = spare.pid, spare.owner
@@ -288,6 +365,7 @@ class Worker:
                     return message
                 if not arrived:  # the child's first report: its inputs are in place
                     self.moved_s, arrived = self.moved_s + now - since, True
+                    self._begun = True
                 packed.close()  # the child has its inputs
                 phase, since = str(message.value), now
                 if phase not in limits and phase != TRANSFER:
@@ -341,6 +419,11 @@ def call_isolated(fn: Callable[[], T], limit_s: float, what: str) -> T:
 
 
 _workers: dict[int, Worker] = {}
+
+
+def _usable(spare: Child) -> bool:
+    """Whether a child forked ahead is this process's, alive and not stopped."""
+    return spare.owner == os.getpid() and process_state(spare.pid) in ("R", "S", "D")
 
 
 def _live_children() -> set[int]:

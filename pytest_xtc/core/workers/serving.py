@@ -5,6 +5,7 @@ one (end the processes it left, compare the process state with the one it starte
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import gc
 import os
@@ -82,6 +83,8 @@ def _serve(handler: Handler, requests: int, replies: int, keeper: int) -> None:
     processes a request left are ended."""
     me = os.getpid()
     clean = hygiene.fingerprint()
+    #: the handler's work between requests (a host forks its next case's worker then)
+    after_reply = getattr(handler, "after_reply", None)
     sent: transfer.Packed | None = None
     while (frame := receive_frame(requests)) is not None:
         if sent is not None:
@@ -116,6 +119,9 @@ def _serve(handler: Handler, requests: int, replies: int, keeper: int) -> None:
             sent = transfer.pack(reply)
         del reply  # ``sent`` keeps its arrays until the parent has them
         send_frame(replies, sent.frame)
+        if after_reply is not None:
+            with contextlib.suppress(Exception):  # the next request meets it and says so
+                after_reply()
 
 
 def _tidy(clean: dict[str, object], keeper: int) -> tuple[tuple[str, ...], bool]:

@@ -3,6 +3,10 @@ kernel does to its worker in the first case of a run (the C environment, module 
 patched functions, the address space, gigabytes of output) never reaches a later case,
 and a worker's output is read through a bounded tail.
 
+Some faults reach from outside: the kernel's process signals its parent's other children
+(the next case's worker, were it forked while a case runs) or lowers its parent's (the
+template's) limits with ``prlimit``, or kills another target's host.
+
 Each fault is applied by a real host adapter (through its isolated host, as a session
 loads it) in the first case only; the later cases, compiled and run by the real XTC, must
 keep the verdict a clean run gives them (passed)."""
@@ -39,13 +43,31 @@ FAULTS = {
     "popen-replaced": "subprocess.Popen = broken_popen",
     "address-space-kept": "hold_address_space()",
     "floods-fd1-then-crashes": f"flood({FLOOD_MIB}); os.abort()",
+    # from outside: the worker's parent (the host, the template) and its other children
+    "kills-the-hosts-other-children": "signal_siblings(signal.SIGKILL)",
+    "stops-the-hosts-other-children": "signal_siblings(signal.SIGSTOP)",
+    "lowers-the-hosts-file-limits": "resource.prlimit(os.getppid(), resource.RLIMIT_NOFILE, "
+                                    "(12, 12))",
+    "lowers-the-hosts-memory-limit": "resource.prlimit(os.getppid(), resource.RLIMIT_AS, "
+                                     "(50 << 20, resource.RLIM_INFINITY))",
 }
 
 ADAPTER = '''
-import ctypes, os, subprocess, tempfile
+import ctypes, os, resource, signal, subprocess, tempfile
 from pytest_xtc.targets.host import HostTarget
 
 HELD = []
+
+
+def signal_siblings(number):
+    """Send ``number`` to every other child of this process's parent (the next case's
+    worker, if one were forked while this case runs)."""
+    parent = os.getppid()
+    for task in os.listdir(f"/proc/{parent}/task"):
+        with open(f"/proc/{parent}/task/{task}/children") as listing:
+            for pid in map(int, listing.read().split()):
+                if pid != os.getpid():
+                    os.kill(pid, number)
 
 
 def broken_popen(*args, **kwargs):
@@ -82,6 +104,19 @@ class Target(HostTarget):
 '''
 
 
+#: a fault reaching another target's host (the pytest process's other children)
+KILLS_OTHER_HOSTS = """
+host = os.getppid()
+with open(f"/proc/{host}/stat") as stat:
+    session = int(stat.read().rsplit(")", 1)[1].split()[1])  # the pytest process
+for task in os.listdir(f"/proc/{session}/task"):
+    with open(f"/proc/{session}/task/{task}/children") as listing:
+        for pid in map(int, listing.read().split()):
+            if pid != host:
+                os.kill(pid, signal.SIGKILL)
+""".replace("\n", "\n            ")
+
+
 def catalog(*ids: str) -> list:
     found = {c.id: c for c in builtin_cases()}
     return [found[i] for i in ids]
@@ -89,7 +124,8 @@ def catalog(*ids: str) -> list:
 
 def faulty_host(root: Path, fault: str) -> IsolatedAdapter:
     name = "pristine_" + fault.replace("-", "_").lower()
-    source = ADAPTER.replace("{first!r}", repr(FIRST)).replace("{fault}", FAULTS[fault])
+    code = KILLS_OTHER_HOSTS if fault == "kills-other-hosts" else FAULTS[fault]
+    source = ADAPTER.replace("{first!r}", repr(FIRST)).replace("{fault}", code)
     (root / f"{name}.py").write_text(source)
     entry = EntryPoint(fault, f"{name}:Target", registry.GROUP)
     return IsolatedAdapter(TargetSpec(fault, "host"), entry)
@@ -109,6 +145,61 @@ def test_a_fault_in_the_first_case_leaves_the_later_verdicts_unchanged(
             assert outcome.status is Status.PASSED, (fault, case.id, outcome.message)
     finally:
         adapter.stop()
+
+
+def test_a_kernel_killing_another_targets_host_costs_that_target_no_case(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A host found dead before a case began (ended from outside, here by a kernel of
+    another target) is replaced and the case sent again: before, the target was marked
+    failed to load, every later case with it."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    other = IsolatedAdapter(TargetSpec("other", "host"), EntryPoint(
+        "other", "pytest_xtc.targets.host:HostTarget", registry.GROUP))
+    faulty = faulty_host(tmp_path, "kills-other-hosts")
+    first, one, two = catalog(FIRST, *LATER)
+    settings = Settings(perf=False)
+    try:
+        assert run_case(other, one, tmp_path / "one", settings).status is Status.PASSED
+        run_case(faulty, first, tmp_path / "first", settings)
+        outcome = run_case(other, two, tmp_path / "two", settings)
+        assert outcome.status is Status.PASSED, outcome.message
+        assert "ended before the call began" in outcome.message, outcome.message
+    finally:
+        faulty.stop()
+        other.stop()
+
+
+def test_what_a_case_lowers_in_its_template_from_outside_is_raised_back() -> None:
+    """template.restore: a soft limit lowered (as ``prlimit`` from another process would)
+    is raised back; a hard one too where this process may, else it is named."""
+    import resource
+
+    from pytest_xtc.core.workers import template
+
+    code = textwrap.dedent("""
+        import resource
+        from pytest_xtc.core.workers import template
+        baseline = template.take()
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (64, hard))
+        print(template.restore(baseline))
+        assert resource.getrlimit(resource.RLIMIT_NOFILE) == (soft, hard)
+        assert template.restore(baseline) == []
+        resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+        try:
+            print(template.restore(baseline))
+        except template.TemplateChanged as exc:
+            print(exc)
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    lowered, hard = done.stdout.splitlines()
+    assert "RLIMIT_NOFILE lowered from outside to 64" in lowered
+    assert "RLIMIT_NOFILE lowered from outside to 64/64: raised back" in hard or \
+        "cannot raise them back: RLIMIT_NOFILE 64/64" in hard, hard
+    assert resource.getrlimit(resource.RLIMIT_NOFILE)  # this process untouched
+    assert template.restore(template.take()) == []
 
 
 def test_the_order_checks_pair_still_shares_one_worker(tmp_path: Path) -> None:

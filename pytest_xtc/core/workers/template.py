@@ -1,0 +1,82 @@
+"""The state of a template (the process a worker's children are forked from) that another
+process of the same user can change from outside: resource limits (``prlimit``), the CPU
+affinity (``sched_setaffinity``) and the niceness (``setpriority``). A kernel can reach its
+worker's parent so, and every child forked after would inherit the change. A
+:class:`~pytest_xtc.core.workers.isolation.Worker` takes this state when it is made and,
+before each fork, raises back what was lowered since (:func:`restore`)."""
+
+from __future__ import annotations
+
+import os
+import resource
+from dataclasses import dataclass
+
+_INFINITY = resource.RLIM_INFINITY
+#: each limit once (RLIMIT_OFILE is RLIMIT_NOFILE), by its usual name
+_NAMES = {getattr(resource, n): n for n in sorted(dir(resource), reverse=True)
+          if n.startswith("RLIMIT_")}
+_LIMITS = tuple(sorted(_NAMES))
+
+
+class TemplateChanged(RuntimeError):
+    """Something outside lowered the template's limits, and it cannot raise them back."""
+
+
+@dataclass(frozen=True)
+class Reachable:
+    limits: tuple[tuple[int, int, int], ...]  # (resource, soft, hard)
+    affinity: frozenset[int] | None
+    niceness: int
+
+
+def take() -> Reachable:
+    """This process's reachable state now."""
+    limits = tuple((r, *resource.getrlimit(r)) for r in _LIMITS)
+    affinity = (frozenset(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                else None)
+    return Reachable(limits, affinity, os.getpriority(os.PRIO_PROCESS, 0))
+
+
+def _below(value: int, then: int) -> bool:
+    if value == _INFINITY:
+        return False
+    return then == _INFINITY or value < then
+
+
+def restore(baseline: Reachable) -> list[str]:
+    """Raise back what was lowered since ``baseline`` (a limit, the CPUs, the priority);
+    what was restored, a line each. Raises :class:`TemplateChanged` naming the limits
+    that cannot be raised back (a hard limit, without the privilege)."""
+    now = take()
+    if now == baseline:
+        return []
+    done, stuck = [], []
+    for (limit, soft, hard), (_, was_soft, was_hard) in zip(now.limits, baseline.limits,
+                                                             strict=True):
+        if not (_below(soft, was_soft) or _below(hard, was_hard)):
+            continue
+        name = _NAMES[limit]
+        want = (was_soft if _below(soft, was_soft) else soft,
+                was_hard if _below(hard, was_hard) else hard)
+        try:
+            resource.setrlimit(limit, want)
+            done.append(f"{name} lowered from outside to {soft}/{hard}: raised back")
+        except (OSError, ValueError):
+            stuck.append(f"{name} {soft}/{hard} (was {was_soft}/{was_hard})")
+    if baseline.affinity is not None and now.affinity is not None \
+            and not baseline.affinity <= now.affinity:
+        os.sched_setaffinity(0, baseline.affinity)
+        done.append(f"CPU affinity narrowed from outside to {sorted(now.affinity)}: restored")
+    if now.niceness > baseline.niceness:
+        try:
+            os.setpriority(os.PRIO_PROCESS, 0, baseline.niceness)
+            done.append(f"niceness raised from outside to {now.niceness}: restored")
+        except OSError:
+            done.append(f"niceness raised from outside to {now.niceness} and not lowered "
+                        "back (no privilege): timings may be slower")
+    if stuck:
+        raise TemplateChanged(
+            "the worker's template process had its limits lowered from outside (by a "
+            f"case's process?) and cannot raise them back: {'; '.join(stuck)}; run the "
+            "session again")
+    return done
