@@ -259,8 +259,9 @@ class Worker:
 
     def _check_template(self) -> None:
         """After a call: raise back what the call's processes lowered in this one, at once
-        (the reply's way out needs it too); what cannot be spoils it (``spoiled``)."""
-        if not self.fresh or self.owner != os.getpid():
+        (the reply's way out needs it too; pytest's own work, for a host's); what cannot
+        be spoils it (``spoiled``)."""
+        if self.owner != os.getpid():
             return
         try:
             self._restored += tuple(template.restore(self._reachable))

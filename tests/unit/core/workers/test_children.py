@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import subprocess
 import sys
 import textwrap
@@ -50,6 +51,8 @@ FAULTS = {
                                     "(12, 12))",
     "lowers-the-hosts-memory-limit": "resource.prlimit(os.getppid(), resource.RLIMIT_AS, "
                                      "(50 << 20, resource.RLIM_INFINITY))",
+    "lowers-pytests-file-limit": "resource.prlimit(grandparent(), resource.RLIMIT_NOFILE, "
+                                 "(16, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))",
 }
 
 ADAPTER = '''
@@ -57,6 +60,11 @@ import ctypes, os, resource, signal, subprocess, tempfile
 from pytest_xtc.targets.host import HostTarget
 
 HELD = []
+
+
+def grandparent():
+    with open(f"/proc/{os.getppid()}/stat") as stat:
+        return int(stat.read().rsplit(")", 1)[1].split()[1])
 
 
 def signal_siblings(number):
@@ -137,12 +145,14 @@ def test_a_fault_in_the_first_case_leaves_the_later_verdicts_unchanged(
     monkeypatch.syspath_prepend(str(tmp_path))
     adapter = faulty_host(tmp_path, fault)
     settings = Settings(perf=False)
+    limits = resource.getrlimit(resource.RLIMIT_NOFILE)
     try:
         first, *later = catalog(FIRST, *LATER)
         run_case(adapter, first, tmp_path / "first", settings)
         for n, case in enumerate(later):
             outcome = run_case(adapter, case, tmp_path / f"later-{n}", settings)
             assert outcome.status is Status.PASSED, (fault, case.id, outcome.message)
+        assert resource.getrlimit(resource.RLIMIT_NOFILE) == limits  # raised back here too
     finally:
         adapter.stop()
 
@@ -172,8 +182,6 @@ def test_a_kernel_killing_another_targets_host_costs_that_target_no_case(
 def test_what_a_case_lowers_in_its_template_from_outside_is_raised_back() -> None:
     """template.restore: a soft limit lowered (as ``prlimit`` from another process would)
     is raised back; a hard one too where this process may, else it is named."""
-    import resource
-
     from pytest_xtc.core.workers import template
 
     code = textwrap.dedent("""
