@@ -1,6 +1,10 @@
 """The catalog's cost: the host conformance suite with ``-n 2`` on an old catalog (a git
 ref, its own code: a temporary worktree) and on this tree's, alternating order each round,
 side by side in one run. Goal (issue 33): the new catalog at most 1.25 times the old.
+A third variant, "old catalog, this code" (the old ref's ``pytest_xtc/conformance``, its
+catalog and the code expanding it, in a copy of this tree), separates the catalog's own
+growth (new / it) from the code's (it / old: the pristine worker per case of issue 34
+among it).
 
 ``--shard I/N`` runs one shard of each suite (``--xtc-shard``, the same hash of the case
 ids): a sample, for a machine that cannot spare the whole suite twice per round.
@@ -13,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -56,10 +61,10 @@ def main() -> None:
         subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(old),
                         args.old], check=True, capture_output=True)
         try:
-            trees = {"old": old, "new": ROOT}
-            times: dict[str, list[float]] = {"old": [], "new": []}
+            trees = {"old": old, "new": ROOT, MIXED: _with_catalog(ROOT, old, Path(tmp))}
+            times: dict[str, list[float]] = {name: [] for name in trees}
             for n in range(args.rounds):
-                order = ["old", "new"] if n % 2 == 0 else ["new", "old"]
+                order = list(trees) if n % 2 == 0 else list(reversed(trees))
                 for name in order:
                     elapsed, said = timed(trees[name], args.workers, args.shard)
                     times[name].append(elapsed)
@@ -67,10 +72,29 @@ def main() -> None:
         finally:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(old)],
                            capture_output=True)
-    before, after = (statistics.median(times[k]) for k in ("old", "new"))
+    before, after, mixed = (statistics.median(times[k]) for k in ("old", "new", MIXED))
     sample = f", shard {args.shard}" if args.shard else ""
     print(f"medians of {args.rounds} round(s), -n {args.workers}{sample}: old {before:.1f} s, "
           f"new {after:.1f} s; ratio {after / before:.2f} (goal <= {GOAL})")
+    print(f"the catalog alone (this code, the old catalog {mixed:.1f} s): ratio "
+          f"{after / mixed:.2f}; the code alone (the old catalog, this code / old): "
+          f"{mixed / before:.2f}")
+
+
+MIXED = "old catalog, this code"
+
+
+def _with_catalog(tree: Path, old: Path, tmp: Path) -> Path:
+    """A copy of ``tree``'s package with ``old``'s built-in suite (its catalog and the
+    code expanding it: ``pytest_xtc/conformance``)."""
+    copy = tmp / "mixed"
+    skip = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(tree / "pytest_xtc", copy / "pytest_xtc", ignore=skip)
+    suite = Path("pytest_xtc", "conformance")
+    shutil.rmtree(copy / suite)
+    shutil.copytree(old / suite, copy / suite, ignore=skip)
+    shutil.copyfile(tree / "pyproject.toml", copy / "pyproject.toml")  # pytest's settings
+    return copy
 
 
 if __name__ == "__main__":

@@ -46,7 +46,8 @@ SCHEDULES: dict[str, list[tuple[Any, ...]]] = {
 }
 
 
-def checked_calls(module: Any, shape: tuple[int, int, int], seed: int) -> str:
+def checked_calls(module: Any, shape: tuple[int, int, int], seed: int,
+                  dtype: str = "float32") -> str:
     """The suite's kernel calls of one compiled matmul ``shape`` (i, j, k): ``CALLS``
     on fresh inputs, then one more on the first inputs, each checked against numpy.
     Returns what failed, or ""."""
@@ -55,11 +56,11 @@ def checked_calls(module: Any, shape: tuple[int, int, int], seed: int) -> str:
     for call in range(CALLS + 1):  # the last: the timed call, on the first inputs
         if call < CALLS:
             rng = np.random.default_rng([seed, call])
-            x = rng.uniform(-1, 1, (i, k)).astype(np.float32)
-            y = rng.uniform(-1, 1, (k, j)).astype(np.float32)
+            x = rng.uniform(-1, 1, (i, k)).astype(dtype)
+            y = rng.uniform(-1, 1, (k, j)).astype(dtype)
             references.append((x, y, x.astype(np.float64) @ y.astype(np.float64)))
         x, y, reference = references[call % CALLS]
-        c = np.empty((i, j), np.float32)
+        c = np.empty((i, j), dtype)
         evaluator = module.get_evaluator(
             parameters=([x, y], [c]), repeat=1, number=1, min_repeat_ms=0
         )
@@ -69,11 +70,20 @@ def checked_calls(module: Any, shape: tuple[int, int, int], seed: int) -> str:
     return ""
 
 
+def workload() -> list[tuple[str, tuple[int, int, int], str]]:
+    """(dtype, shape, schedule) of each case: every shape with every schedule, in float32
+    unless ``--dtypes`` gives each one's dtype (``float64,float32,...``, in that order: the
+    catalog's, which turns the dtype of its hand-picked shapes)."""
+    cases = [(s, name) for s in SHAPES for name in SCHEDULES]
+    given = sys.argv[sys.argv.index("--dtypes") + 1].split(",") if "--dtypes" in sys.argv \
+        else ["float32"] * len(cases)
+    if len(given) != len(cases):
+        sys.exit(f"--dtypes gives {len(given)} dtypes for {len(cases)} cases")
+    chosen = list(zip(given, *zip(*cases, strict=True), strict=True))
+    return chosen[:1] if "--one" in sys.argv else chosen  # --one: start-up costs
+
+
 def main() -> int:
-    if "--one" in sys.argv:  # the first case alone: start-up costs
-        del SHAPES[1:]
-        for name in list(SCHEDULES)[1:]:
-            del SCHEDULES[name]
     bootstrap()  # the OpenMP runtime, as any XTC user on this machine needs
     import xtc.graphs.xtc.op as O
     from xtc.backends.mlir import Backend
@@ -84,10 +94,9 @@ def main() -> int:
         runtime_cache.install()
 
     workdir = tempfile.mkdtemp()
-    for n, ((i, j, k), (name, steps)) in enumerate(
-        (s, sch) for s in SHAPES for sch in SCHEDULES.items()
-    ):
-        a, b = O.tensor((i, k), "float32", name="A"), O.tensor((k, j), "float32", name="B")
+    for n, (dtype, (i, j, k), name) in enumerate(workload()):
+        steps = SCHEDULES[name]
+        a, b = O.tensor((i, k), dtype, name="A"), O.tensor((k, j), dtype, name="B")
         with O.graph(name="matmul") as gb:
             O.matmul(a, b, name="C")
         backend = Backend(gb.graph)
@@ -96,7 +105,7 @@ def main() -> int:
             getattr(scheduler, primitive)(*args)
         compiler = backend.get_compiler(shared_lib=True, dump_file=f"{workdir}/k{n}")
         module = compiler.compile(scheduler.schedule())
-        failed = checked_calls(module, (i, j, k), n)
+        failed = checked_calls(module, (i, j, k), n, dtype)
         if failed:
             print(f"case {n} ({name}) {failed}", file=sys.stderr)
             return 1

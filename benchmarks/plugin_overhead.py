@@ -48,12 +48,27 @@ HERE = Path(__file__).resolve().parent
 SHAPES = ("13x11x7", "31x37x29", "33x65x17", "64x64x64")
 #: plain_xtc.py's schedules, by the catalog's names (each id matched whole: "tile]")
 SCHEDULES = ("none", "tile", "tile+interchange", "unroll", "vectorize", "parallelize", "pack_at")
+
+
+def _dtypes() -> list[str]:
+    """The dtype the catalog runs each shape with each schedule in (it turns the dtype of
+    its hand-picked matmul shapes): both sides run the same cases."""
+    from pytest_xtc.conformance import builtin_cases
+
+    ids = {c.id for c in builtin_cases()}
+    return [next(d for d in ("float32", "float64") if f"matmul-{d}-{shape}-{schedule}" in ids)
+            for shape in SHAPES for schedule in SCHEDULES]
+
+
+DTYPES = _dtypes()
 SELECT = " or ".join(
-    f"host-matmul-float32-{shape}-{schedule}]" for shape in SHAPES for schedule in SCHEDULES
+    f"host-matmul-{dtype}-{shape}-{schedule}]"
+    for dtype, (shape, schedule) in zip(
+        DTYPES, ((s, sch) for s in SHAPES for sch in SCHEDULES), strict=True)
 )
 PYTEST = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
 PLUGIN = [*PYTEST, "--xtc-target=host", "-k", SELECT]
-PLAIN = [sys.executable, str(HERE / "plain_xtc.py")]
+PLAIN = [sys.executable, str(HERE / "plain_xtc.py"), "--dtypes", ",".join(DTYPES)]
 ONE_ID = "host-matmul-float32-13x11x7-none"
 WORK = {
     "plain XTC": PLAIN,
@@ -285,7 +300,8 @@ def report_work(medians: Mapping[str, float]) -> None:
     recorded = medians["plugin, default (performance recorded)"]
     first = medians["plugin, first case alone (-k)"]
     by_id = medians["plugin, one case by --xtc-case"]
-    print("28 matmul float32 cases (4 shapes x 7 schedules), 3 checked calls each")
+    print(f"28 matmul cases (4 shapes x 7 schedules, {DTYPES.count('float64')} of them in "
+          "float64 as the catalog runs them), 3 checked calls each")
     for plain, suffix in (("plain XTC", ""), ("plain XTC, kept runtime", ", kept runtime")):
         whole, one = medians[plain], medians[f"{plain}, first case alone"]
         print(f"against {plain}:")

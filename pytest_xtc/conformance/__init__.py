@@ -33,10 +33,7 @@ def builtin_cases() -> tuple[Case, ...]:
         extra = [Schedule.from_data(n, steps)
                  for n, steps in (spec.get("cover_schedules") or {}).items()]
         covered = _covered(family, spec, {s.name: s for s in [*schedules, *extra]})
-        for dtype in catalog["dtypes"]:
-            for params in spec.get("shapes", ()):
-                graph, shape = _build(family, params, dtype)
-                cases += [Case(family, dtype, shape, sched, graph) for sched in schedules]
+        cases += _picked(family, spec, schedules, catalog["dtypes"])
         picked = {c.id for c in cases}
         cases += [c for c in covered if c.id not in picked]  # a pair the hand-picked hold
         exact_schedules = schedules[:2]
@@ -61,6 +58,26 @@ def builtin_cases() -> tuple[Case, ...]:
                 cases += [Case(family, catalog["dtypes"][0], shape, s, graph)
                           for s in schedules[:2]]
     return tuple(twins.pair(cases))
+
+
+def _picked(family: str, spec: Any, schedules: list[Schedule],
+            dtypes: list[str]) -> list[Case]:
+    """The hand-picked shapes, each with every schedule in every dtype; with ``shapes_dtype:
+    turning``, in one dtype: the first for the first two schedules (those the exact and
+    special cases run in every dtype), else turning with the shape and the schedule, so
+    that each shape and each later schedule still meets every dtype (and the all-pairs
+    cover crosses dtype with every parameter), at half the cases."""
+    how = spec.get("shapes_dtype", "every")
+    if how not in ("every", "turning"):
+        raise ValueError(f"{family}: shapes_dtype {how!r} is not 'every' or 'turning'")
+    cases = []
+    for at, params in enumerate(spec.get("shapes", ())):
+        built = {dtype: _build(family, params, dtype) for dtype in dtypes}
+        for n, sched in enumerate(schedules):
+            chosen = (dtypes if how == "every" else
+                      [dtypes[0] if n < 2 else dtypes[(at + n) % len(dtypes)]])
+            cases += [Case(family, d, built[d][1], sched, built[d][0]) for d in chosen]
+    return cases
 
 
 def _wide(family: str, spec: Any, schedules: list[Schedule], dtypes: list[str],

@@ -45,6 +45,10 @@ DIMENSIONS = (
     "conv2d-float32-1x8x8x3-3x3x4-s2-p0-1_0-1-none", "pad2d-float32-1x5x6x3-pad0-1_1-0-none",
     "matmul-float32-16x37x8-tile_ijk-odd-offset", "matmul-float32-64x3x29-unroll-odd-offset",
 )
+#: Hand-picked shapes whose vectorize case the catalog runs in float64 (it turns their
+#: dtype): that case (float64, vectorized with a remainder), and another float32 schedule
+#: of the conv2d shape whose float64 fails on the host (an expected failure of XTC).
+TURNED = ("matmul-float64-13x11x7-vectorize", "conv2d-float32-2x8x8x3-3x3x4-s1-p0-unroll")
 SEEDS = (0, 1, 2)
 
 
@@ -57,7 +61,7 @@ def selected_cases() -> list[Case]:
     return [by_id[i] for i in DIMENSIONS] + [
         c for c in every
         if c.dtype == "float32" and c.shape in SHAPES and c.schedule.name in SCHEDULES
-    ] + [by_id[i] for i in COVERED]
+    ] + [by_id[i] for i in (*TURNED, *COVERED)]
 
 
 def settings(seed: int, perf: bool = False, repeat_check: bool = False) -> Settings:

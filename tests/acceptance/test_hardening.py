@@ -39,7 +39,7 @@ class RaisesIn{phase}(HostTarget):
 """
 
 SELECT = "(relu-float32-5x7 or matmul-float32-13x11x7) and not exact"
-CASES = 4 + 11  # relu 5x7 schedules + matmul 13x11x7 schedules
+CASES = 4 + 6  # relu 5x7 schedules + matmul 13x11x7's float32 schedules
 
 
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["no-xdist", "xdist-2"])
@@ -60,7 +60,7 @@ def test_a_segfault_and_a_hang_cost_one_case_each(vendor, run, pytester, workers
     out = result.stdout.str()
     assert "crashed during run: killed by signal SIGSEGV (Segmentation fault)" in out
     assert "timed out: run exceeded its 3 s limit" in out
-    result.stdout.fnmatch_lines(["saboteur*13*2*0*0*0*0"])
+    result.stdout.fnmatch_lines(["saboteur*8*2*0*0*0*0"])
     lines = (pytester.path / "bundle" / "results.jsonl").read_text().splitlines()
     records = {r["case"]: r for r in map(json.loads, lines)}
     assert len(records) == CASES
@@ -93,7 +93,7 @@ def test_a_pytest_timeout_leaves_no_stale_reply_to_the_next_case(vendor, run) ->
     vendor("slow_xtc", {"slow": "slow_adapter:Slow"}, {"slow_adapter": SLOW})
     select = "matmul-float32-13x11x7 and not exact"
     result = run("--xtc-target=slow", "-k", select, "--timeout=3")
-    result.assert_outcomes(passed=10, failed=1)  # the timeout hit the case in its call
+    result.assert_outcomes(passed=5, failed=1)  # the timeout hit the case in its call
     result.stdout.fnmatch_lines(["*Timeout*", "FAILED *slow-matmul-float32-13x11x7-none*"])
 
 
@@ -193,12 +193,12 @@ def test_same_seed_same_inputs_in_every_worker(vendor, run, pytester) -> None:
         seen.append(
             sorted((r["case"], r["seed"], r["worst_ratio"]) for r in map(json.loads, lines))
         )
-    assert seen[0] == seen[1] and len(seen[0]) == 13
+    assert seen[0] == seen[1] and len(seen[0]) == 8
 
 
 def test_repeat_check_runs_each_kernel_twice(run) -> None:
     result = run(
-        "--xtc-target=host", "-k", "matmul-float32-64x64x64-parallelize]", "--xtc-repeat-check"
+        "--xtc-target=host", "-k", "matmul-float32-33x65x17-parallelize]", "--xtc-repeat-check"
     )
     result.assert_outcomes(passed=1)
 

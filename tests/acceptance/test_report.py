@@ -109,7 +109,7 @@ def test_profiles_of_builtin_cases() -> None:
     assert profile_of(by_id["matmul-float32-64x64x64-tile"]) == "core"
     assert profile_of(by_id["conv2d-float32-1x9x9x3-3x3x8-s2-p1-none"]) == "core"  # pad2d+conv2d
     assert profile_of(by_id["relu-float32-5x7-none-exact"]) == "core"
-    assert profile_of(by_id["matmul-float64-64x64x64-tile"]) == "extended"
+    assert profile_of(by_id["matmul-float64-64x64x64-unroll"]) == "extended"
     assert profile_of(by_id["matmul+relu-float32-13x11x7-none"]) == "extended"
     assert profile_of(by_id["mlp-float32-1x16x32x10-none"]) == "extended"
     assert profile_of(by_id["matmul-float32-128x256x192-none"]) == "extended"  # large
@@ -298,13 +298,13 @@ def test_performance_table_appears_only_with_perf_records(tmp_path: Path) -> Non
 
 def test_report_of_a_filtered_run(pytester: pytest.Pytester, run: Any) -> None:
     result = run("--xtc-target=host", "--xtc-report=rep", "--junitxml=junit.xml", "-k", FEW)
-    result.assert_outcomes(passed=9)
+    result.assert_outcomes(passed=8)
     where = pytester.path / "rep"
     expected = [*bundle.CONTENT, bundle.MANIFEST, plot.PLOT, page.NAME]  # perf.svg: the chart
     assert sorted(p.name for p in where.iterdir()) == sorted(expected)
     assert (pytester.path / "junit.xml").is_file()
     lines = (where / bundle.RESULTS).read_text().splitlines()
-    assert len(lines) == 9
+    assert len(lines) == 8
     record = json.loads(lines[0])
     assert {"case", "target", "status", "phase", "seed", "worst_ratio", "compile_s", "run_s",
             "nodeid", "pytest_outcome", "duration"} <= set(record)
@@ -312,15 +312,15 @@ def test_report_of_a_filtered_run(pytester: pytest.Pytester, run: Any) -> None:
     assert report["schema"] == bundle.SCHEMA and report["suite"]["version"] == SUITE_VERSION
     run_info = report["runs"][0]
     total = len(builtin_cases())
-    assert run_info["filters"] == ["-k '" + FEW + "'", f"collected 9 of {total} required cases"]
+    assert run_info["filters"] == ["-k '" + FEW + "'", f"collected 8 of {total} required cases"]
     assert "--xtc-report=rep" in run_info["command"]["args"]
     host = report["targets"]["host"]
     assert host["tier"] == "available" and host["case_set"]["count"] == total
     assert host["versions"]["xtc-tools"] == "0.3.2"
     assert host["verdicts"]["core"]["verdict"] == NOT_CONFORMANT
     assert "a filtered run cannot be conformant" in host["verdicts"]["core"]["reasons"][0]
-    assert host["counts"]["passed"] == 9 and host["counts"]["missing"] == total - 9
-    assert "| host | available | host CPU | 9 | 0 |" in (where / bundle.SUMMARY).read_text()
+    assert host["counts"]["passed"] == 8 and host["counts"]["missing"] == total - 8
+    assert "| host | available | host CPU | 8 | 0 |" in (where / bundle.SUMMARY).read_text()
     assert cli.main(["verify", str(where)]) == 0
 
     data = bytearray((where / bundle.RESULTS).read_bytes())

@@ -83,10 +83,10 @@ def test_backend_options_and_descript_form() -> None:
 
 
 @pytest.mark.parametrize("case_id", [
-    "matmul-float32-13x11x7-split",
+    "matmul-float64-13x11x7-split",
     "matmul-float32-13x11x7-strip_mine",
     "matmul-float32-13x11x7-buffer_at",
-    "matmul-float32-13x11x7-descript",
+    "matmul-float64-13x11x7-descript",
     "conv2d-float32-2x11x13x5-5x5x7-s2-p2-fuse_producer_at",
     "matmul+relu-float32-64x64x64-fuse_consumer_at",
 ])

@@ -50,7 +50,7 @@ def test_nvgpu_bugs_are_recognised_in_a_user_case_named_anything(case_id, placem
 @pytest.mark.parametrize(
     ("case_id", "placement"),
     [
-        ("matmul-float32-13x11x7-vectorize", None),  # 11 is no multiple of the 16-wide tile
+        ("matmul-float64-13x11x7-vectorize", None),  # 11 is no multiple of the 16-wide tile
         ("relu-float32-64x129-vectorize", None),
         ("relu-float32-5x7-none", {"X": "device", "Y": "device"}),
         ("unpad-float32-8x10-pad0:1-2_1:0-3-none", {"X": "device", "Y": "host"}),

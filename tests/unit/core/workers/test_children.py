@@ -216,7 +216,7 @@ def test_the_order_checks_pair_still_shares_one_worker(tmp_path: Path) -> None:
     from pytest_xtc.core.execution import order
     from pytest_xtc.selftest import faults
 
-    chosen = catalog("matmul-float64-13x11x7-tile")
+    chosen = catalog("matmul-float64-13x11x7-tile+interchange")
     pool = order.pool(builtin_cases())
     settings = Settings(perf=False, order=pool)
     outcome = run_case(faults.make("keeps-dtype-state"), chosen[0], tmp_path, settings)
