@@ -130,6 +130,27 @@ def test_catalog_size_ids_and_coverage() -> None:
     assert all(c.exact for c in all_cases if c.values == "exact")
 
 
+def test_turned_hand_picked_shapes_still_meet_every_dtype_and_schedule() -> None:
+    """``shapes_dtype: turning`` (matmul, conv2d): one dtype per shape and schedule, float32
+    for none and tile; every shape meets both dtypes, every other schedule too."""
+    from pytest_xtc.conformance import _picked
+    from pytest_xtc.core.cases.case import Schedule
+
+    spec = {"shapes": [[1, 1, 1], [13, 11, 7], [31, 37, 29]], "shapes_dtype": "turning"}
+    chosen = [Schedule.from_data(n, []) for n in ("none", "tile", "a", "b", "c")]
+    turned = _picked("matmul", spec, chosen, ["float32", "float64"])
+    assert len(turned) == 3 * 5  # one case a shape and schedule
+    assert {c.dtype for c in turned if c.schedule.name in ("none", "tile")} == {"float32"}
+    for shape in {c.shape for c in turned}:
+        assert {c.dtype for c in turned if c.shape == shape} == {"float32", "float64"}
+    for name in ("a", "b", "c"):
+        assert {c.dtype for c in turned if c.schedule.name == name} == {"float32", "float64"}
+    full = _picked("matmul", {"shapes": spec["shapes"]}, chosen, ["float32", "float64"])
+    assert len(full) == 2 * len(turned)
+    with pytest.raises(ValueError, match="shapes_dtype 'some' is not 'every' or 'turning'"):
+        _picked("matmul", {**spec, "shapes_dtype": "some"}, chosen, ["float32"])
+
+
 def test_placement_variants_of_an_accelerator() -> None:
     graph, _ = FAMILIES["matmul"](4, 4, 4)
     variants = cases.placements(graph)
