@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_xtc.core.pack import device_runner
+from pytest_xtc.core.pack import device_runner, runs
 from tests import ROOT
 
 SELECTION = ("relu-float32-9x16 or matmul+relu-float32-13x11x7-tile or relu-float32-7x1"
@@ -438,7 +438,8 @@ def test_a_call_that_repeats_an_earlier_calls_outputs_names_its_file(split) -> N
     assert not any(name.startswith("call2-") for name in result["files"])
 
 
-def test_a_pack_run_in_several_calls_merges_into_one_results_folder(split, tmp_path) -> None:
+def test_a_pack_run_in_several_calls_merges_into_one_results_folder(split, tmp_path,
+                                                                     monkeypatch) -> None:
     """``xtc-conformance merge-runs``: runs of disjoint cases (``--only``) become one
     results folder that judges to the local statuses; overlapping runs are refused."""
     pack = tmp_path / "pack"
@@ -455,6 +456,21 @@ def test_a_pack_run_in_several_calls_merges_into_one_results_folder(split, tmp_p
                               "--into", str(tmp_path / "twice")], capture_output=True, text=True)
     assert overlap.returncode == 3 and "run by both" in overlap.stderr
     assert not (tmp_path / "twice").exists() or not any((tmp_path / "twice").iterdir())
+    # a copy failing midway (a full disk) leaves no half-filled folder, nor its draft
+    copies = iter(range(1000))
+    real_copy = shutil.copytree
+
+    def full_disk(source, target, *args, **kwargs):  # the second case's copy fails
+        if next(copies) == 1:
+            raise OSError(28, "No space left on device")
+        return real_copy(source, target, *args, **kwargs)
+
+    monkeypatch.setattr(runs.shutil, "copytree", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        runs.merge_runs(pack, [tmp_path / "first", tmp_path / "rest"], tmp_path / "halted")
+    monkeypatch.undo()
+    assert not (tmp_path / "halted").exists()
+    assert not list(tmp_path.glob(".halted.partial-*"))  # before: 1 of the cases in it
     merged = subprocess.run([*cli, str(tmp_path / "first"), str(tmp_path / "rest"),
                              "--into", str(pack / "results")], capture_output=True, text=True)
     assert merged.returncode == 0, merged.stderr

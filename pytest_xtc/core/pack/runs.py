@@ -10,6 +10,7 @@ for a merge to choose). The merged ``run.json`` names every run it came from.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -40,9 +41,28 @@ def merge_runs(pack: Path, runs: list[Path], into: Path) -> Json:
             owner[key], digests[key] = results.results, digest
     first = checked[0].run
     packed = [k for k, c in checked[0].manifest["cases"].items() if c.get("packed")]
-    into.mkdir(parents=True, exist_ok=True)
-    for key, folder in owner.items():
-        shutil.copytree(folder / key, into / key)
+    into.parent.mkdir(parents=True, exist_ok=True)
+    # written beside ``into``, renamed into place once whole: a copy failing midway (a full
+    # disk) leaves no half-filled results folder that a judge could read
+    partial = into.with_name(f".{into.name}.partial-{os.getpid()}")
+    shutil.rmtree(partial, ignore_errors=True)  # a merge killed before (its pid reused)
+    partial.mkdir()
+    try:
+        merged = _write(partial, owner, digests, checked, first, packed)
+        if into.exists():
+            into.rmdir()  # empty (checked above)
+        partial.rename(into)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    return merged
+
+
+def _write(folder: Path, owner: dict[str, Path], digests: dict[str, str],
+           checked: list[PackResults], first: Json, packed: list[str]) -> Json:
+    """The merged results and run record, written into ``folder``."""
+    for key, source in owner.items():
+        shutil.copytree(source / key, folder / key)
     merged: Json = {
         "format": runner.FORMAT, "runner_version": first["runner_version"],
         "pack_id": first["pack_id"], "runner_sha256": first["runner_sha256"],
@@ -55,5 +75,5 @@ def merge_runs(pack: Path, runs: list[Path], into: Path) -> Json:
                          "seconds": r.run.get("seconds"), "python": r.run.get("python"),
                          "numpy": r.run.get("numpy")} for r in checked],
     }
-    (into / runner.RUN).write_text(json.dumps(merged, indent=1))
+    (folder / runner.RUN).write_text(json.dumps(merged, indent=1))
     return merged
