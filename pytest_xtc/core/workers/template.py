@@ -65,8 +65,13 @@ def restore(baseline: Reachable) -> list[str]:
             stuck.append(f"{name} {soft}/{hard} (was {was_soft}/{was_hard})")
     if baseline.affinity is not None and now.affinity is not None \
             and not baseline.affinity <= now.affinity:
-        os.sched_setaffinity(0, baseline.affinity)
-        done.append(f"CPU affinity narrowed from outside to {sorted(now.affinity)}: restored")
+        try:
+            os.sched_setaffinity(0, baseline.affinity)
+            done.append(f"CPU affinity narrowed from outside to {sorted(now.affinity)}: "
+                        "restored")
+        except OSError as exc:  # a CPU taken offline meanwhile: run on what is left
+            done.append(f"CPU affinity narrowed from outside to {sorted(now.affinity)} "
+                        f"and not restored ({exc.strerror}): timings may be slower")
     if now.niceness > baseline.niceness:
         try:
             os.setpriority(os.PRIO_PROCESS, 0, baseline.niceness)

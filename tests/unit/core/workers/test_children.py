@@ -181,7 +181,8 @@ def test_a_kernel_killing_another_targets_host_costs_that_target_no_case(
 
 def test_what_a_case_lowers_in_its_template_from_outside_is_raised_back() -> None:
     """template.restore: a soft limit lowered (as ``prlimit`` from another process would)
-    is raised back; a hard one too where this process may, else it is named."""
+    is raised back; a hard one too where this process may, else it is named; the CPUs and
+    the priority too (the priority where this process may)."""
     from pytest_xtc.core.workers import template
 
     code = textwrap.dedent("""
@@ -198,6 +199,14 @@ def test_what_a_case_lowers_in_its_template_from_outside_is_raised_back() -> Non
             print(template.restore(baseline))
         except template.TemplateChanged as exc:
             print(exc)
+        import os
+        now = template.take()  # the limits as they are now (a hard one may stay lowered)
+        cpus = os.sched_getaffinity(0)
+        os.sched_setaffinity(0, {min(cpus)})
+        os.nice(3)
+        notes = template.restore(now)
+        assert os.sched_getaffinity(0) == cpus, notes
+        assert os.getpriority(os.PRIO_PROCESS, 0) == now.niceness or "not lowered" in notes[-1]
     """)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60, check=False)
