@@ -79,7 +79,7 @@ def workload() -> list[tuple[str, tuple[int, int, int], str]]:
         else ["float32"] * len(cases)
     if len(given) != len(cases):
         sys.exit(f"--dtypes gives {len(given)} dtypes for {len(cases)} cases")
-    chosen = list(zip(given, *zip(*cases, strict=True), strict=True))
+    chosen = [(dtype, shape, name) for dtype, (shape, name) in zip(given, cases, strict=True)]
     return chosen[:1] if "--one" in sys.argv else chosen  # --one: start-up costs
 
 

@@ -50,22 +50,23 @@ SHAPES = ("13x11x7", "31x37x29", "33x65x17", "64x64x64")
 SCHEDULES = ("none", "tile", "tile+interchange", "unroll", "vectorize", "parallelize", "pack_at")
 
 
-def _dtypes() -> list[str]:
-    """The dtype the catalog runs each shape with each schedule in (it turns the dtype of
-    its hand-picked matmul shapes): both sides run the same cases."""
+def _cases() -> list[str]:
+    """The ids of the 28 cases: each shape with each schedule, in the dtype the catalog
+    runs it in (it turns the dtype of its hand-picked matmul shapes)."""
     from pytest_xtc.conformance import builtin_cases
 
     ids = {c.id for c in builtin_cases()}
-    return [next(d for d in ("float32", "float64") if f"matmul-{d}-{shape}-{schedule}" in ids)
-            for shape in SHAPES for schedule in SCHEDULES]
+    found = []
+    for shape in SHAPES:
+        for schedule in SCHEDULES:
+            either = (f"matmul-{dtype}-{shape}-{schedule}" for dtype in ("float32", "float64"))
+            found.append(next(case for case in either if case in ids))
+    return found
 
 
-DTYPES = _dtypes()
-SELECT = " or ".join(
-    f"host-matmul-{dtype}-{shape}-{schedule}]"
-    for dtype, (shape, schedule) in zip(
-        DTYPES, ((s, sch) for s in SHAPES for sch in SCHEDULES), strict=True)
-)
+CASES = _cases()
+DTYPES = [case.split("-")[1] for case in CASES]  # plain_xtc.py runs the same cases
+SELECT = " or ".join(f"host-{case}]" for case in CASES)
 PYTEST = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
 PLUGIN = [*PYTEST, "--xtc-target=host", "-k", SELECT]
 PLAIN = [sys.executable, str(HERE / "plain_xtc.py"), "--dtypes", ",".join(DTYPES)]
