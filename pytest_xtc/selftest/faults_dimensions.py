@@ -207,13 +207,30 @@ class CacheWithoutAttributes(HostTarget):
     attributes: a case whose twin (the same graph, other attributes) compiled first in
     this process gets the twin's kernel."""
 
+    LEFT_OUT: ClassVar[str] = "attributes"
     kept: ClassVar[dict[str, Artifact]] = {}
 
     def compile(self, case: Case, workdir: Path) -> Artifact:
-        key = twins.structure(case)
+        key = twins.structure(case, self.LEFT_OUT)
         if key not in self.kept:
             self.kept[key] = super().compile(case, workdir)
         return self.kept[key]
+
+
+class CacheWithoutDtype(CacheWithoutAttributes):
+    """Compiled kernels are cached by the graph's ops, attributes, shapes and schedule, not
+    its dtype: a float64 case gets the float32 kernel compiled first in this process."""
+
+    LEFT_OUT = "dtype"
+    kept: ClassVar[dict[str, Artifact]] = {}
+
+
+class CacheWithoutShapes(CacheWithoutAttributes):
+    """Compiled kernels are cached by the graph's ops, attributes, dtype and schedule, not
+    its operands' shapes (as a cache keyed by the op's name and parameters would be)."""
+
+    LEFT_OUT = "shapes"
+    kept: ClassVar[dict[str, Artifact]] = {}
 
 
 def _aligned_down(array: np.ndarray, boundary: int) -> tuple[int, int]:
@@ -272,6 +289,8 @@ DIMENSION_FAULTS: dict[str, type[HostTarget]] = {
     "strides-swapped": StridesSwapped,
     "pad-sides-swapped": PadSidesSwapped,
     "cache-without-attributes": CacheWithoutAttributes,
+    "cache-without-dtype": CacheWithoutDtype,
+    "cache-without-shapes": CacheWithoutShapes,
     "aligned-loads": AlignedLoads,
     "aligned-stores": AlignedStores,
     "aligned-64-loads": Aligned64Loads,

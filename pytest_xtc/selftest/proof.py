@@ -37,12 +37,14 @@ COVERED = (  # all-pairs cases of the catalog (conformance/coverage.py)
 )
 #: The catalog's dimensions of issue 33, one case each: outputs and operands past 2^16
 #: elements, a tiled reduction with a remainder (matmul k, conv2d c), non-square filters
-#: with per-axis strides, asymmetric padding, attribute-only twins, operands off alignment.
+#: with per-axis strides, asymmetric padding, twins differing only in attributes, in dtype
+#: and in shapes (run right after their twin), operands off alignment.
 DIMENSIONS = (
     "relu-float32-257x259-none", "matmul-float32-257x259x257-vectorize",
     "matmul-float32-31x17x13-unroll_k", "conv2d-float32-1x7x8x17-5x3x8-s1-p0-2_1-0-tile_c",
     "conv2d-float32-1x10x1x3-3x1x5-s3x2-p1-1_0-0-split",
     "conv2d-float32-1x8x8x3-3x3x4-s2-p0-1_0-1-none", "pad2d-float32-1x5x6x3-pad0-1_1-0-none",
+    "pad2d-float64-2x5x3x1-pad1-none", "matmul-float32-1x1x8-vectorize",
     "matmul-float32-16x37x8-tile_ijk-odd-offset", "matmul-float32-64x3x29-unroll-odd-offset",
 )
 #: Hand-picked shapes whose vectorize case the catalog runs in float64 (it turns their

@@ -73,8 +73,9 @@ class Case:
     #: Where the runner puts each operand's data (``core/execution/guard.py``): ``aligned``
     #: (256 bytes), ``element`` (one element past), ``odd`` (an odd byte offset).
     align: str = "aligned"
-    #: A case whose graph differs from this one's only in attributes: the runner runs it
-    #: first, on the same worker (a kernel cache keyed without attributes is caught).
+    #: A case whose graph differs from this one's only in attributes, in dtype or in
+    #: shapes (``core/cases/twins.py``): the runner runs it first, on the same worker (a
+    #: kernel cache keyed without them is caught).
     twin: Case | None = None
 
     @property

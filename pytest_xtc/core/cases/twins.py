@@ -1,10 +1,13 @@
-"""Attribute-only twins: cases whose graphs differ only in their ops' attributes. No pytest.
+"""Twins: cases whose graphs differ in one thing a kernel cache might leave out of its key
+(the ops' attributes, the dtype, the operands' shapes). No pytest.
 
-A kernel cache keyed without attributes (the ops, the shapes, the schedule) serves one
-twin the other's kernel: each twin case is run right after its twin, on the same worker
-(``Case.twin``; the runner runs the twin first, its verdict not this case's business).
-User case files may hold such twins: their ids are told apart by the attributes that
-differ (:func:`distinguish`), never refused as "defined twice".
+A kernel cache keyed without that thing serves one twin the other's kernel: each twin
+case is run right after its twin, on the same worker (``Case.twin``; the runner runs the
+twin first, its verdict not this case's business). Every attribute-only group is paired
+(a ring); dtype-only and shape-only twins, of which the catalog has many, pair one case
+per family each (its cheapest group), so the check costs a few runs, not a run a case.
+User case files may hold attribute-only twins: their ids are told apart by the attributes
+that differ (:func:`distinguish`), never refused as "defined twice".
 """
 
 from __future__ import annotations
@@ -13,44 +16,96 @@ import json
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import replace
+from math import prod
 from typing import Any
 
 #: A ``core.cases.case.Case`` (that module imports this one: typed loosely, no circle).
 Case = Any
 
-
-def _bare(graph: dict[str, Any]) -> dict[str, Any]:
-    """The graph with every attribute's value dropped (its name kept); ``graph`` untouched
-    (shallow copies along the way to each op, not a deep copy)."""
-    nodes = []
-    for node in graph.get("nodes", ()):
-        expr = node["expr"]
-        op = {**expr["op"], "attrs": sorted(expr["op"].get("attrs") or {})}
-        nodes.append({**node, "expr": {**expr, "op": op}})
-    return {**graph, "nodes": nodes}
+#: What a faulty cache may leave out of its key, in the order twins are given.
+LEFT_OUT = ("attributes", "dtype", "shapes")
 
 
-def structure(case: Case) -> str:
-    """What a kernel cache keyed without attributes would see of ``case``."""
-    return json.dumps([_bare(case.graph), case.dtype, case.schedule.name,
+def _bare(graph: dict[str, Any], left_out: str) -> dict[str, Any]:
+    """The graph without what ``left_out`` names (attribute values, dtypes, shapes: the
+    attributes' names and everything else kept); ``graph`` untouched (shallow copies
+    along the way, not a deep copy)."""
+    if left_out == "attributes":
+        nodes = []
+        for node in graph.get("nodes", ()):
+            expr = node["expr"]
+            op = {**expr["op"], "attrs": sorted(expr["op"].get("attrs") or {})}
+            nodes.append({**node, "expr": {**expr, "op": op}})
+        return {**graph, "nodes": nodes}
+    if left_out not in LEFT_OUT:
+        raise ValueError(f"twins: {left_out!r} is not one of {', '.join(LEFT_OUT)}")
+    dropped = "dtype" if left_out == "dtype" else "shape"
+    inputs = [{**tensor, "expr": {**tensor["expr"], "type": {
+        k: v for k, v in tensor["expr"]["type"].items() if k != dropped}}}
+        for tensor in graph.get("inputs", ())]
+    return {**graph, "inputs": inputs}
+
+
+def structure(case: Case, left_out: str = "attributes") -> str:
+    """What a kernel cache keyed without ``left_out`` (one of :data:`LEFT_OUT`) would see
+    of ``case``: the graph without it, the dtype (unless left out) and the schedule."""
+    dtype = None if left_out == "dtype" else case.dtype
+    return json.dumps([_bare(case.graph, left_out), dtype, case.schedule.name,
                        repr(case.schedule)], sort_keys=True, default=str)
 
 
-def pair(cases: Sequence[Case]) -> list[Case]:
-    """``cases`` with each twin case's ``twin`` set: in a group of cases of one structure
-    and different graphs, each case's twin is the next one with another graph (a ring)."""
+def _graph(case: Case) -> str:
+    return json.dumps(case.graph, sort_keys=True, default=str)
+
+
+def _cost(case: Case, dtypes: Sequence[str]) -> tuple[bool, int, int]:
+    """Which twins are chosen first: random inputs, the earlier dtype (the catalog's first,
+    float32, is the one every target runs), then the fewest input elements."""
+    size = sum(prod(t["expr"]["type"].get("shape") or [1]) for t in case.graph.get("inputs", ()))
+    return case.values != "random", dtypes.index(case.dtype), size
+
+
+def _groups(cases: Sequence[Case], left_out: str,
+            among: Sequence[int]) -> list[list[int]]:
+    """Indices (of ``among``) of cases that one key without ``left_out`` confuses: each
+    group holds at least two different graphs."""
     groups: dict[str, list[int]] = defaultdict(list)
-    for n, case in enumerate(cases):
-        groups[structure(case)].append(n)
+    for n in among:
+        groups[structure(cases[n], left_out)].append(n)
+    return [members for members in groups.values()
+            if len({_graph(cases[n]) for n in members}) > 1]
+
+
+def pair(cases: Sequence[Case], also: Sequence[str] = ()) -> list[Case]:
+    """``cases`` with twins set: in each group of cases that differ only in attributes,
+    each case's twin is the next one with another graph (a ring); then, for each other
+    thing ``also`` names (the catalog: dtype and shapes), in each family, one case
+    without a twin yet gets a twin differing only in it (from the group whose two first
+    members cost least, :func:`_cost`)."""
     found = list(cases)
-    for members in groups.values():
-        distinct = {json.dumps(cases[n].graph, sort_keys=True, default=str) for n in members}
-        if len(distinct) < 2:
-            continue
+
+    def join(n: int, ring: Sequence[int]) -> None:
+        other = next(cases[m] for m in ring if _graph(cases[m]) != _graph(cases[n]))
+        found[n] = replace(cases[n], twin=replace(other, twin=None))
+
+    for members in _groups(cases, "attributes", range(len(cases))):
         for at, n in enumerate(members):
-            ring = [cases[m] for m in members[at + 1 :] + members[:at]]
-            other = next(c for c in ring if c.graph != cases[n].graph)
-            found[n] = replace(cases[n], twin=replace(other, twin=None))
+            join(n, members[at + 1 :] + members[:at])
+    families: dict[str, list[int]] = defaultdict(list)
+    for n, case in enumerate(cases):
+        families[case.op].append(n)
+    dtypes = list(dict.fromkeys(case.dtype for case in cases))
+    for kind in also:
+        for members in families.values():
+            free = [n for n in members if found[n].twin is None]
+            groups = [sorted(g, key=lambda n: (_cost(cases[n], dtypes), n))
+                      for g in _groups(cases, kind, free)]
+            if not groups:
+                continue
+            best = min(groups, key=lambda g: (max(_cost(cases[g[0]], dtypes),
+                                                  _cost(cases[g[1]], dtypes)), g[0]))
+            first = best[0]
+            join(next(n for n in best[1:] if _graph(cases[n]) != _graph(cases[first])), [first])
     return found
 
 

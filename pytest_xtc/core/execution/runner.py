@@ -115,7 +115,8 @@ def run_case(
     twin_first = probe.tier is Tier.EXECUTE and not settings.split and case.twin is not None
     if twin_first and case.twin is not None:
         # Right before it, in the same worker (as the order check's pair): a kernel cache
-        # keyed without the attributes gives this case its twin's kernel.
+        # keyed without what tells them apart (attributes, dtype, shapes) gives this case
+        # its twin's kernel.
         quiet = replace(settings, order=(), timing=ONCE, perf=False, peak=False,
                         keep_worker=True, kept_worker=False)
         run_case(adapter, case.twin, workdir.with_name(f"{workdir.name}-twin-first"), quiet)
