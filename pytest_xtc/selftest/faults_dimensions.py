@@ -52,23 +52,42 @@ class ColumnIndex8(Tampered):
     """The innermost index is kept in 8 bits: past 256 columns, column j is stored at
     j mod 256 (the later columns overwrite the first ones, the rest is never written)."""
 
+    COLUMNS = 1 << 8
+
     def spoil(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
         for out in outputs:
-            if out.ndim >= 2 and out.shape[-1] > 256:
+            if out.ndim >= 2 and out.shape[-1] > self.COLUMNS:
                 kept = out.copy()
                 values.fill_unwritten(out)
-                for column in range(out.shape[-1]):
-                    out[..., column % 256] = kept[..., column]
+                for start in range(0, out.shape[-1], self.COLUMNS):  # later ones win
+                    part = kept[..., start : start + self.COLUMNS]
+                    out[..., : part.shape[-1]] = part
+
+
+class ColumnIndex16(ColumnIndex8):
+    """The innermost loop's counter is kept in 16 bits: past 65,536 columns (one axis
+    that long, whatever the output's size), column j is stored at j mod 2^16."""
+
+    COLUMNS = 1 << 16
 
 
 class RowsPast256(Tampered):
     """A row counter kept in 8 bits: the rows of an output past the 256th are never
     written."""
 
+    ROWS = 1 << 8
+
     def spoil(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
         for out in outputs:
-            if out.ndim >= 2 and out.shape[-2] > 256:
-                values.fill_unwritten(out[..., 256:, :])
+            if out.ndim >= 2 and out.shape[-2] > self.ROWS:
+                values.fill_unwritten(out[..., self.ROWS :, :])
+
+
+class RowsPast65536(RowsPast256):
+    """An outer loop's counter kept in 16 bits: the rows of an output past the 65,536th
+    are never written."""
+
+    ROWS = 1 << 16
 
 
 class LastPartialTileUnwritten(Tampered):
@@ -281,7 +300,9 @@ DIMENSION_FAULTS: dict[str, type[HostTarget]] = {
     "output-index-16bit": OutputIndex16,
     "input-index-16bit": InputIndex16,
     "column-index-8bit": ColumnIndex8,
+    "column-index-16bit": ColumnIndex16,
     "rows-past-256-unwritten": RowsPast256,
+    "rows-past-65536-unwritten": RowsPast65536,
     "last-partial-tile-unwritten": LastPartialTileUnwritten,
     "reduction-remainder-dropped": ReductionRemainder,
     "reduction-remainder-twice": ReductionRemainderTwice,

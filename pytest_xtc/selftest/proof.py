@@ -40,7 +40,8 @@ COVERED = (  # all-pairs cases of the catalog (conformance/coverage.py)
 #: with per-axis strides, asymmetric padding, twins differing only in attributes, in dtype
 #: and in shapes (run right after their twin), operands off alignment.
 DIMENSIONS = (
-    "relu-float32-257x259-none", "matmul-float32-257x259x257-vectorize",
+    "relu-float32-9x65537-none", "relu-float32-65537x3-tile",
+    "matmul-float32-257x259x257-vectorize",
     "matmul-float32-31x17x13-unroll_k", "conv2d-float32-1x7x8x17-5x3x8-s1-p0-2_1-0-tile_c",
     "conv2d-float32-1x10x1x3-3x1x5-s3x2-p1-1_0-0-split",
     "conv2d-float32-1x8x8x3-3x3x4-s2-p0-1_0-1-none", "pad2d-float32-1x5x6x3-pad0-1_1-0-none",

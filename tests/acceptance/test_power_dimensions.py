@@ -24,10 +24,12 @@ from pytest_xtc.targets.host import HostTarget
 SEEDS = (0, 1, 2)
 #: fault -> catalog cases that must reject it (the dimension it hides in)
 CAUGHT_BY = {
-    "output-index-16bit": ["relu-float32-257x259-none"],  # class 1
+    "output-index-16bit": ["relu-float32-9x65537-none"],  # class 1
     "input-index-16bit": ["matmul-float32-257x259x257-vectorize"],
-    "column-index-8bit": ["relu-float32-257x259-none"],
-    "rows-past-256-unwritten": ["relu-float32-257x259-none"],
+    "column-index-8bit": ["relu-float32-9x65537-none"],
+    "column-index-16bit": ["relu-float32-9x65537-none"],
+    "rows-past-256-unwritten": ["relu-float32-65537x3-tile"],
+    "rows-past-65536-unwritten": ["relu-float32-65537x3-tile"],
     "last-partial-tile-unwritten": ["matmul-float32-13x11x7-none"],  # a vector remainder
     "reduction-remainder-dropped": ["matmul-float32-31x17x13-unroll_k"],  # class 2
     "reduction-remainder-twice": ["conv2d-float32-1x7x8x17-5x3x8-s1-p0-2_1-0-tile_c"],
