@@ -476,3 +476,14 @@ def test_a_pack_run_in_several_calls_merges_into_one_results_folder(split, tmp_p
     assert merged.returncode == 0, merged.stderr
     assert f"{len(packed)} case results from 2 runs, 0 of the pack's cases not run" in merged.stdout
     assert statuses(judge(split, pack).stdout) == statuses(split["local"].stdout)
+
+
+def test_the_runner_takes_the_op_families_in_turn() -> None:
+    """A deadline leaves a few cases of every family not run, never a whole family: the
+    runner starts them in turn (the manifest's order groups them)."""
+    ids = ["conv2d-a", "conv2d-b", "conv2d-c", "matmul-a", "relu-a", "relu-b"]
+    cases = {f"k{n}": {"id": i} for n, i in enumerate(ids)}
+    order = device_runner.interleaved(list(cases), cases)
+    assert [cases[k]["id"] for k in order] == [
+        "conv2d-a", "matmul-a", "relu-a", "conv2d-b", "relu-b", "conv2d-c"]
+    assert device_runner.interleaved([], {}) == []

@@ -295,10 +295,22 @@ def supervise(pack: Path, key: str, case: Json, out: Path) -> Json:
     return result
 
 
+def interleaved(keys: list[str], cases: Json) -> list[str]:
+    """``keys`` taking each op family in turn (the first word of the case's id), in their
+    order within a family: a deadline then leaves a few cases of every family not run,
+    never a whole family (the manifest's order groups them)."""
+    families: dict[str, list[str]] = {}
+    for key in keys:
+        families.setdefault(str(cases[key]["id"]).split("-")[0], []).append(key)
+    queues = list(families.values())
+    return [queue[n] for n in range(max(map(len, queues), default=0))
+            for queue in queues if n < len(queue)]
+
+
 def run_pack(pack: Path, results: Path, only: list[str], jobs: int = 1,
              deadline_s: float | None = None) -> int:
-    """Every packed case (or those of ``only``), ``jobs`` case processes at a time; none
-    started after ``deadline_s`` seconds."""
+    """Every packed case (or those of ``only``), ``jobs`` case processes at a time, the op
+    families in turn (:func:`interleaved`); none started after ``deadline_s`` seconds."""
     from concurrent.futures import ThreadPoolExecutor
 
     manifest, pack_id = read_manifest(pack)
@@ -310,7 +322,8 @@ def run_pack(pack: Path, results: Path, only: list[str], jobs: int = 1,
         raise PackProblem(f"{results}: not empty (remove it, or give another --results)")
     results.mkdir(parents=True, exist_ok=True)
     unpack_libraries(pack, manifest, results / UNPACKED)
-    chosen = [k for k, c in cases.items() if c.get("packed") and (not only or k in only)]
+    wanted = [k for k, c in cases.items() if c.get("packed") and (not only or k in only)]
+    chosen = interleaved(wanted, cases)
     start = time.perf_counter()
 
     def one(key: str) -> tuple[str, str]:
