@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import subprocess
+import sys
 
 import pytest
 import yaml
 
+from tests import ROOT
 from tests.conftest import FAULTY
 
 FEW = "matmul-float32-13x11x7 or relu-float32-5x7 or conv2d-float32-1x9x9x3-3x3x8-s2-p1"
@@ -103,6 +107,39 @@ def test_collected_items_are_left_to_the_session_by_the_cycle_collector(pytester
     result = run("--xtc-target=host", "--collect-only", "-q", "-s", "-k", "matmul")
     found = re.search(r"items tracked: (\d+) of (\d+)", result.stdout.str())
     assert found and int(found[2]) > 100 and found[1] == "0", result.stdout.str()[-2000:]
+
+
+REWRITE_PROBE = """
+import sys
+def pytest_sessionfinish(session):
+    mine = [n for n, m in list(sys.modules.items()) if n.startswith("pytest_xtc")]
+    found = sorted(n for n in mine if type(getattr(sys.modules[n], "__loader__", None)).__name__
+                   == "AssertionRewritingHook")
+    print("loaded:", len(mine), "rewritten:", " ".join(found))
+"""
+
+
+def test_the_plugins_own_modules_are_not_assertion_rewritten(tmp_path) -> None:
+    """pytest marks every module of a plugin's distribution for assertion rewriting (from
+    a checkout, where the build's ``egg-info`` lists them, or a wheel's RECORD); where the
+    rewritten code cannot be cached (PYTHONDONTWRITEBYTECODE, read-only installs) each
+    session parsed and compiled the whole package again (139 modules, 0.5 to 1 s). Only the
+    package, the entry module and the suite's test module are rewritten now."""
+    (tmp_path / "rewrite_probe.py").write_text(REWRITE_PROBE)
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path),
+                                                        os.environ.get("PYTHONPATH")]))}
+    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_ADDOPTS"):
+        env.pop(name, None)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "rewrite_probe", "-p", "no:cacheprovider",
+         "--xtc-target=host", "--collect-only", "-q", "-s", "-k", "relu-float32-5x7-none",
+         "pytest_xtc/conformance"], cwd=ROOT, env=env, capture_output=True, text=True,
+        timeout=300)
+    found = re.search(r"loaded: (\d+) rewritten: (.*)", done.stdout)
+    assert found and int(found[1]) > 50, done.stdout[-2000:] + done.stderr[-2000:]
+    assert set(found[2].split()) <= {"pytest_xtc", "pytest_xtc.plugin",
+                                     "pytest_xtc.conformance.test_conformance"}, found[2]
 
 
 WARM_RECORDER = """
