@@ -26,7 +26,7 @@ def _own_modules_not_rewritten() -> None:
     """pytest rewrites the asserts of every module of a distribution that registers a
     plugin: all of this package, some 140 modules, none of them a test. Where the rewritten
     code cannot be cached (``PYTHONDONTWRITEBYTECODE``, as many container images set, a
-    read-only install, a first run) that is a parse and a compile of each, 0.5 to 1 s a
+    read-only install, a first run) that is a parse and a compile of each, 0.4 to 0.6 s a
     session, instead of loading Python's own cached bytecode. The suite's test module
     (``test_conformance.py``) is still rewritten as any test file is. pytest offers no way
     to unmark a name: its import hook's marks are changed where they are found, and left
