@@ -65,15 +65,15 @@ def _cost(case: Case, dtypes: Sequence[str]) -> tuple[bool, int, int]:
     return case.values != "random", dtypes.index(case.dtype), size
 
 
-def _groups(cases: Sequence[Case], left_out: str,
+def _groups(cases: Sequence[Case], graphs: Sequence[str], left_out: str,
             among: Sequence[int]) -> list[list[int]]:
     """Indices (of ``among``) of cases that one key without ``left_out`` confuses: each
-    group holds at least two different graphs."""
+    group holds at least two different graphs (``graphs``: each case's, serialized)."""
     groups: dict[str, list[int]] = defaultdict(list)
     for n in among:
         groups[structure(cases[n], left_out)].append(n)
     return [members for members in groups.values()
-            if len({_graph(cases[n]) for n in members}) > 1]
+            if len({graphs[n] for n in members}) > 1]
 
 
 def pair(cases: Sequence[Case], also: Sequence[str] = ()) -> list[Case]:
@@ -83,12 +83,14 @@ def pair(cases: Sequence[Case], also: Sequence[str] = ()) -> list[Case]:
     without a twin yet gets a twin differing only in it (from the group whose two first
     members cost least, :func:`_cost`)."""
     found = list(cases)
+    graphs = [_graph(case) for case in cases]
 
     def join(n: int, ring: Sequence[int]) -> None:
-        other = next(cases[m] for m in ring if _graph(cases[m]) != _graph(cases[n]))
+        """``cases[n]``'s twin: the first case of ``ring`` with another graph."""
+        other = next(cases[m] for m in ring if graphs[m] != graphs[n])
         found[n] = replace(cases[n], twin=replace(other, twin=None))
 
-    for members in _groups(cases, "attributes", range(len(cases))):
+    for members in _groups(cases, graphs, "attributes", range(len(cases))):
         for at, n in enumerate(members):
             join(n, members[at + 1 :] + members[:at])
     families: dict[str, list[int]] = defaultdict(list)
@@ -99,13 +101,10 @@ def pair(cases: Sequence[Case], also: Sequence[str] = ()) -> list[Case]:
         for members in families.values():
             free = [n for n in members if found[n].twin is None]
             groups = [sorted(g, key=lambda n: (_cost(cases[n], dtypes), n))
-                      for g in _groups(cases, kind, free)]
-            if not groups:
-                continue
-            best = min(groups, key=lambda g: (max(_cost(cases[g[0]], dtypes),
-                                                  _cost(cases[g[1]], dtypes)), g[0]))
-            first = best[0]
-            join(next(n for n in best[1:] if _graph(cases[n]) != _graph(cases[first])), [first])
+                      for g in _groups(cases, graphs, kind, free)]
+            if groups:  # sorted: a group's second member costs the most of its first two
+                first, *rest = min(groups, key=lambda g: (_cost(cases[g[1]], dtypes), g[0]))
+                join(next(n for n in rest if graphs[n] != graphs[first]), [first])
     return found
 
 
