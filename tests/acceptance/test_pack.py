@@ -204,6 +204,37 @@ def test_a_missing_case_is_refused(split, tmp_path) -> None:
     assert "the runner did not run it" in done.stdout
 
 
+def test_a_result_naming_a_key_twice_is_refused(split, tmp_path) -> None:
+    """A JSON reader keeps the last of two values: a result saying ``"status": "error"``
+    then ``"status": "ok"`` would pass for whichever the reader picked. Refused instead."""
+    pack = copy_pack(split, tmp_path)
+    key, case = passed_case(pack)
+    path = pack / "results" / key / "result.json"
+    text = path.read_text()
+    assert text.startswith("{")
+    path.write_text('{"status": "error", ' + text[1:])
+    run = json.loads((pack / "results" / "run.json").read_text())
+    run["cases"][key] = sha(path)
+    (pack / "results" / "run.json").write_text(json.dumps(run))
+    done = judge(split, pack)
+    assert refused(done.stdout, case)
+    assert "key 'status' given twice" in done.stdout
+    local = statuses(split["local"].stdout)  # type: ignore[attr-defined]
+    judged = statuses(done.stdout)
+    del local[f"host-{case}"], judged[f"host-{case}"]
+    assert judged == local  # the other cases judged as usual
+
+
+def test_a_manifest_naming_a_key_twice_is_refused_by_the_runner(split, tmp_path) -> None:
+    pack = copy_pack(split, tmp_path)
+    shutil.rmtree(pack / "results")
+    manifest = pack / device_runner.MANIFEST
+    manifest.write_text('{"format": "another", ' + manifest.read_text()[1:])
+    ran = run_runner(pack, split["root"])  # type: ignore[arg-type]
+    assert ran.returncode == 2, ran.stderr
+    assert "key 'format' given twice" in ran.stderr.strip().splitlines()[-1]
+
+
 @pytest.mark.parametrize("fault", ["nothing run", "no run.json", "another runner version",
                                    "another pack", "truncated run.json"])
 def test_results_not_of_this_pack_stop_the_session(split, tmp_path, fault) -> None:

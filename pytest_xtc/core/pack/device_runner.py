@@ -67,12 +67,29 @@ class PackProblem(Exception):
     """The pack is not whole or not this runner's: exit status 2."""
 
 
+def _unique(pairs: list[tuple[str, Any]]) -> Json:
+    found: Json = {}
+    for key, value in pairs:
+        if key in found:  # readers differ on which value counts: refuse, never pick
+            raise ValueError(f"key {key!r} given twice")
+        found[key] = value
+    return found
+
+
+def load_json(path: Path) -> Any:
+    """``path``'s JSON, an object naming a key twice refused (``ValueError``)."""
+    return json.loads(path.read_text(), object_pairs_hook=_unique)
+
+
 def read_manifest(pack: Path) -> tuple[Json, str]:
     """The manifest and the pack's id (its SHA-256); every file it lists checked."""
     path = pack / MANIFEST
     if not path.is_file():
         raise PackProblem(f"{path}: no manifest (not an execution pack)")
-    manifest: Json = json.loads(path.read_text())
+    try:
+        manifest: Json = load_json(path)
+    except ValueError as exc:
+        raise PackProblem(f"{path}: not a manifest ({exc})") from None
     if manifest.get("format") != FORMAT:
         raise PackProblem(f"{path}: format {manifest.get('format')!r}, expected {FORMAT}")
     for name, digest in manifest["files"].items():
@@ -192,7 +209,7 @@ def kernel_for(case_dir: Path, call: Json, loaded: list[ctypes.CDLL]) -> Any:
 def run_one(pack: Path, key: str, out: Path) -> int:
     """Every call of case ``key``; what it gave into ``out``. Exit status 0 when it ran."""
     case_dir = pack / "cases" / key
-    call = json.loads((case_dir / "call.json").read_text())
+    call = load_json(case_dir / "call.json")
     progress = out / PROGRESS
     result: Json = {"status": "error", "phase": "run", "calls": []}
     stage = "runtime"  # the runtime libraries and the inputs: this machine's, not the target's
@@ -275,7 +292,7 @@ def supervise(pack: Path, key: str, case: Json, out: Path) -> Json:
     progress = (out / PROGRESS).read_text() if (out / PROGRESS).is_file() else "start"
     child = out / "child.json"
     if code == 0 and child.is_file():
-        result.update(json.loads(child.read_text()))
+        result.update(load_json(child))
         child.unlink()
     elif stopped:  # the runner's own end (SIGTERM: its time limit), not the kernel's
         result.update(status="error", phase="run", infrastructure=True, type="Stopped",

@@ -47,10 +47,8 @@ def _channel(spec: str) -> tuple[Any, Any, set[str]]:
 def run(spec: str, pack: Path) -> None:
     """Run ``pack`` (one case) on the far end of ``spec``; its results into
     ``pack/results``. Raises RemoteError when they do not come back."""
-    import json
-
     _, channel, sent = _channel(spec)
-    manifest = json.loads((pack / runner.MANIFEST).read_text())
+    manifest = runner.load_json(pack / runner.MANIFEST)
     files: dict[str, bytes | None] = {runner.MANIFEST: (pack / runner.MANIFEST).read_bytes()}
     for name in manifest["files"]:
         files[name] = None if name in sent else (pack / name).read_bytes()

@@ -11,13 +11,13 @@ call protocol, an output file missing, edited, unreadable or of the wrong shape 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from pytest_xtc.core.cases.unique_keys import DuplicateKey, loads_json
 from pytest_xtc.core.pack import device_runner as runner
 from pytest_xtc.core.pack.writer import RUNNER, PackError, case_key
 
@@ -49,7 +49,9 @@ class CaseResult:
 
 def _json(path: Path, what: str) -> Json:
     try:
-        value = json.loads(path.read_text())
+        value = loads_json(path.read_text(), str(path))
+    except DuplicateKey as exc:
+        raise PackError(f"{exc}: the file was altered; run the pack again") from None
     except (OSError, ValueError) as exc:
         raise PackError(f"{path}: {what} unreadable ({exc})") from None
     if not isinstance(value, dict):
@@ -123,7 +125,10 @@ class PackResults:
         path = folder / runner.RESULT
         if not path.is_file() or runner.sha256(path) != digest:
             raise Refused(f"{path}: not the result the runner recorded (edited or truncated)")
-        found = _json(path, "the case's result")
+        try:
+            found = _json(path, "the case's result")
+        except PackError as exc:  # this case's record only: the others are judged
+            raise Refused(str(exc)) from None
         if found.get("case") != case_id or found.get("call_sha256") != line.get("call_sha256"):
             raise Refused(f"{path}: the result of another case ({found.get('case')!r})")
         files: Json = found.get("files", {})

@@ -170,7 +170,7 @@ def finish(pack: Path, settings: Mapping[str, Any]) -> Path:
         _replace(pack / RUNNER / module.name, module.read_bytes())
     cases: Json = {}
     for line in sorted((pack / CASES).glob("*/case.json")):
-        cases[line.parent.name] = json.loads(line.read_text())
+        cases[line.parent.name] = runner.load_json(line)
     files = {
         str(p.relative_to(pack)): runner.sha256(p)
         for folder in (CASES, LIBS, RUNNER)
