@@ -87,6 +87,7 @@ def uses_xtc(config: pytest.Config) -> bool:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> int | None:
+    declarations.refuse_unusable(config)
     if not config.getoption("xtc_list_targets"):
         return None
     import shutil

@@ -9,10 +9,10 @@ are declared only in sessions that use XTC (:func:`wants_xtc`), by
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import pytest
 
@@ -36,37 +36,62 @@ DEFAULT_LOAD_TIMEOUT = 60.0
 DEFAULT_SHRINK_DIR, DEFAULT_SHRINK_SECONDS = "xtc-shrunk", 300.0
 
 
-def _at_least(minimum: int) -> Callable[[str], int]:
+@dataclass(frozen=True)
+class Unusable:
+    """A value an option's check refused. argparse would say it with its usage block (four
+    lines); it is kept instead and said on one line once the options are read
+    (:func:`refuse_unusable`)."""
+
+    why: str  # "expected ..., got ..."
+
+
+def refuse_unusable(config: pytest.Config) -> None:
+    """A one-line usage error for the first option whose value its check refused."""
+    for dest, value in sorted(vars(config.option).items()):
+        for one in value if isinstance(value, list) else [value]:
+            if isinstance(one, Unusable):
+                raise pytest.UsageError(f"--{dest.replace('_', '-')}: {one.why}")
+
+
+def _at_least(minimum: int) -> Callable[[str], int | Unusable]:
     """An option type: an integer, at least ``minimum``."""
 
-    def integer(text: str) -> int:
+    def integer(text: str) -> int | Unusable:
         try:
             value = int(text)
         except ValueError:
             value = minimum - 1
         if value < minimum:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {text!r}")
+            return Unusable(f"expected an integer >= {minimum}, got {text!r}")
         return value
 
     return integer
 
 
-def _seconds(text: str) -> float:
+def _integer(text: str) -> int | Unusable:
+    """An option type: any integer."""
+    try:
+        return int(text)
+    except ValueError:
+        return Unusable(f"expected an integer, got {text!r}")
+
+
+def _seconds(text: str) -> float | Unusable:
     """An option type: a finite, positive number of seconds."""
     try:
         value = float(text)
     except ValueError:
         value = math.nan
     if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"expected a finite number of seconds > 0, got {text!r}")
+        return Unusable(f"expected a finite number of seconds > 0, got {text!r}")
     return value
 
 
-def _not_empty(text: str) -> str:
+def _not_empty(text: str) -> str | Unusable:
     """An option type: any text but the empty one (``--xtc-report=`` is a slip, not a
     choice of the current directory)."""
     if not text.strip():
-        raise argparse.ArgumentTypeError("expected a value, got an empty one")
+        return Unusable("expected a value, got an empty one")
     return text
 
 
@@ -190,7 +215,7 @@ def add(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--xtc-seed",
-        type=int,
+        type=_integer,
         default=0,
         metavar="N",
         help="base seed of the random inputs (each case derives its own; default 0)",

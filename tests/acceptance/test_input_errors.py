@@ -123,6 +123,22 @@ def test_a_session_given_a_fifo_case_ends_at_once_with_a_usage_error(tmp_path: P
     assert len(said) == 1 and str(named) in said[0] and "FIFO" in said[0], done.stderr
 
 
+def test_a_cases_folder_holding_no_case_file_is_a_usage_error(tmp_path: Path) -> None:
+    """The wrong folder, or one the CI did not fill: with ``--xtc-only-cases`` it ran
+    nothing and exited 0 ("got empty parameter set"); now a one-line error, exit 4."""
+    folder = tmp_path / "cases"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("not a case file")
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--collect-only", "-q",
+         f"--xtc-cases={folder}", "--xtc-only-cases", "--xtc-target=host"],
+        capture_output=True, text=True, timeout=60, cwd=tmp_path,
+    )
+    assert done.returncode == 4, done.stdout + done.stderr
+    said = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(said) == 1 and f"{folder}: no case file" in said[0], done.stderr
+
+
 # -- duplicate keys ----------------------------------------------------------------------
 
 

@@ -252,6 +252,9 @@ def load_case_paths(
         path = Path(raw)
         if path.is_dir():
             files = sorted([*path.rglob("*.yaml"), *path.rglob("*.yml")])
+            if not files:  # a slip (the wrong folder), never "no cases of mine: all passed"
+                raise CaseFileError(f"{path}: no case file (*.yaml, *.yml) in this directory; "
+                                    "name the directory that holds them, or a case file")
         elif os.path.lexists(path):
             files = [path]  # not a regular file: refused by casefile.read, before reading
         else:
