@@ -224,7 +224,9 @@ def read(path: Path) -> tuple[Report, list[CaseRecord], list[str]]:
 
 def _load(path: Path) -> tuple[Report, list[CaseRecord], list[str]]:
     if not path.is_dir():
-        raise BundleError("no such bundle directory")
+        raise BundleError("not a directory: a bundle is the folder a run's --xtc-report "
+                          "wrote; name that folder" if os.path.lexists(path)
+                          else "no such bundle directory")
     if not (limits.exists(path, MANIFEST) or limits.exists(path, RESULTS)):
         raise BundleError(f"not an XTC conformance bundle (no {MANIFEST}, no {RESULTS})")
     if not limits.exists(path, MANIFEST):

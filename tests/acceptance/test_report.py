@@ -247,6 +247,7 @@ def test_a_complete_run_missing_results_does_not_verify(tmp_path: Path) -> None:
         ("truncate", "line 2 is not JSON (truncated or damaged)"),
         ("foreign", "not an XTC conformance bundle"),
         ("nothing", "no such bundle directory"),
+        ("a file", "not a directory: a bundle is the folder"),
     ],
 )
 def test_missing_truncated_or_foreign_bundles(tmp_path: Path, damage: str, message: str) -> None:
@@ -261,6 +262,9 @@ def test_missing_truncated_or_foreign_bundles(tmp_path: Path, damage: str, messa
         for name in (*bundle.CONTENT, bundle.MANIFEST):
             (where / name).unlink()
         (where / "notes.txt").write_text("hello")
+    elif damage == "a file":
+        where = tmp_path / "results.jsonl"
+        where.write_text("{}\n")
     else:
         where = tmp_path / "absent"
     problems = verify.verify(where)
