@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_xtc.core.workers import containment, hygiene, transfer
+from pytest_xtc.core.workers import containment, fence, hygiene, transfer
 
 Report = Callable[[str], None]
 Handler = Callable[[Any, Report], Any]
@@ -66,6 +66,7 @@ def child(
             import resource
 
             resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
+        fence.install()  # from here, the processes around this one are out of reach
         faulthandler.enable(file=sys.stderr)  # a crash's Python stack goes to the log too
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
