@@ -4,7 +4,8 @@ first case of a run, leave every other case's verdict as a clean run gives it.
 Two real host adapters, each through its isolated host as a session loads it: a clean one
 and one whose first case, once compiled, calls libc ``setenv("PATH", "/nonexistent")``,
 sets ``tempfile.tempdir`` to a folder it deletes, replaces ``subprocess.Popen``, reserves
-all but a few MiB of the address space, writes ``--flood-mib`` MiB to fd 1, then aborts.
+all but a few MiB of the address space, writes ``--flood-mib`` MiB to fd 1, sends SIGSTOP
+then SIGKILL to this script's process (the session: refused by the fence), then aborts.
 Every host case of the catalog (``--limit`` to take fewer) runs on both, case by case in
 the catalog's order; the script prints the count of cases, the verdicts by status, each
 case whose verdicts differ, and the seconds per case of each run. Exit 1 if any differs.
@@ -25,7 +26,17 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 FAULTS = ("ctypes.CDLL(None).setenv(b'PATH', b'/nonexistent', 1); "
           "tempfile.tempdir = tempfile.mkdtemp(); os.rmdir(tempfile.tempdir); "
-          "subprocess.Popen = broken_popen; hold_address_space(); flood({mib}); os.abort()")
+          "subprocess.Popen = broken_popen; hold_address_space(); flood({mib}); "
+          "reach_session(); os.abort()")
+REACH_SESSION = """
+
+def reach_session():
+    for number in (signal.SIGSTOP, signal.SIGKILL):
+        try:
+            os.kill(grandparent(), number)
+        except OSError:
+            pass
+"""
 
 
 def main() -> int:
@@ -34,14 +45,13 @@ def main() -> int:
     parser.add_argument("--flood-mib", type=int, default=256)
     args = parser.parse_args()
     sys.path.insert(0, str(HERE.parent))
-    from tests.test_pristine_workers import ADAPTER
-
     from pytest_xtc.conformance import builtin_cases
     from pytest_xtc.core.adapter import TargetSpec
     from pytest_xtc.core.adapters import registry
     from pytest_xtc.core.execution.remote import IsolatedAdapter
     from pytest_xtc.core.execution.runner import Settings, run_case
     from pytest_xtc.core.execution.suite import cases_for
+    from tests.unit.core.workers.test_children import ADAPTER
 
     scratch = Path(tempfile.mkdtemp(prefix="pristine-catalog-"))
     clean = IsolatedAdapter(TargetSpec("host", "host"), EntryPoint(
@@ -50,7 +60,7 @@ def main() -> int:
     if args.limit:
         cases = cases[: args.limit]
     source = ADAPTER.replace("{first!r}", repr(cases[0].id)).replace(
-        "{fault}", FAULTS.format(mib=args.flood_mib))
+        "{fault}", FAULTS.format(mib=args.flood_mib)) + REACH_SESSION
     (scratch / "pristine_every_fault.py").write_text(source)
     sys.path.insert(0, str(scratch))
     faulty = IsolatedAdapter(TargetSpec("host-faulty", "host"), EntryPoint(

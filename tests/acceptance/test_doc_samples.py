@@ -38,6 +38,19 @@ def test_relative_links_lead_to_files(doc: Path) -> None:
     assert not missing, f"{doc.relative_to(ROOT)} links to {missing}"
 
 
+PROJECT_PATH = re.compile(r"\b(?:tests|benchmarks|pytest_xtc|devicecheck|examples)/"
+                          r"[\w./-]*\.(?:py|yaml|md|sh)\b")
+
+
+@pytest.mark.parametrize("doc", DOCUMENTS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_project_paths_named_in_the_text_exist(doc: Path) -> None:
+    """A file named in the text (``tests/unit/core/workers/test_fence.py``), not linked:
+    one moved or renamed since leaves the reader nowhere."""
+    named = sorted(set(PROJECT_PATH.findall(doc.read_text())))
+    missing = [path for path in named if not (ROOT / path).exists()]
+    assert not missing, f"{doc.relative_to(ROOT)} names {missing}"
+
+
 def test_every_option_is_in_the_guide_and_every_option_there_exists() -> None:
     shown = subprocess.run([sys.executable, "-m", "pytest", "--help", "-p", "no:cacheprovider"],
                            capture_output=True, text=True, timeout=120, check=True).stdout
