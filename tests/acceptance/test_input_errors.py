@@ -108,19 +108,26 @@ def test_the_xtc_case_id_list_may_not_be_a_fifo(tmp_path: Path) -> None:
     assert len(said) == 1 and "FIFO" in said[0], done.stderr
 
 
+def usage_line(folder: Path) -> str:
+    """The one line a session given ``--xtc-cases=folder`` (alone) says, exit 4 checked."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--collect-only", "-q",
+         f"--xtc-cases={folder}", "--xtc-only-cases", "--xtc-target=host"],
+        capture_output=True, text=True, timeout=60, cwd=folder.parent,
+    )
+    assert done.returncode == 4, done.stdout + done.stderr
+    said = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(said) == 1, done.stderr
+    return said[0]
+
+
 def test_a_session_given_a_fifo_case_ends_at_once_with_a_usage_error(tmp_path: Path) -> None:
     """The hang of the issue: ``--xtc-cases`` on a folder holding a FIFO named b.yaml."""
     folder = tmp_path / "cases"
     folder.mkdir()
     named = fifo(folder / "b.yaml")
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--collect-only", "-q",
-         f"--xtc-cases={folder}", "--xtc-only-cases", "--xtc-target=host"],
-        capture_output=True, text=True, timeout=60, cwd=tmp_path,
-    )
-    assert done.returncode == 4, done.stdout + done.stderr
-    said = [line for line in done.stderr.splitlines() if line.strip()]
-    assert len(said) == 1 and str(named) in said[0] and "FIFO" in said[0], done.stderr
+    said = usage_line(folder)
+    assert str(named) in said and "FIFO" in said, said
 
 
 def test_a_cases_folder_holding_no_case_file_is_a_usage_error(tmp_path: Path) -> None:
@@ -129,14 +136,7 @@ def test_a_cases_folder_holding_no_case_file_is_a_usage_error(tmp_path: Path) ->
     folder = tmp_path / "cases"
     folder.mkdir()
     (folder / "notes.txt").write_text("not a case file")
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--collect-only", "-q",
-         f"--xtc-cases={folder}", "--xtc-only-cases", "--xtc-target=host"],
-        capture_output=True, text=True, timeout=60, cwd=tmp_path,
-    )
-    assert done.returncode == 4, done.stdout + done.stderr
-    said = [line for line in done.stderr.splitlines() if line.strip()]
-    assert len(said) == 1 and f"{folder}: no case file" in said[0], done.stderr
+    assert f"{folder}: no case file" in usage_line(folder)
 
 
 # -- duplicate keys ----------------------------------------------------------------------
