@@ -418,6 +418,27 @@ def test_runner_sentinel_and_guard_bands_are_the_suites() -> None:
         assert mine.violations() == theirs.violations()
 
 
+def test_a_case_flooding_its_output_leaves_a_bounded_log(tmp_path, monkeypatch) -> None:
+    """A device kernel that writes 64 MiB to fd 1 then exits: the runner keeps the last
+    64 KiB (as the suite's own workers do, core/workers/output.py) and says how much it
+    dropped; before, all of it went to the case's ``stdout.txt``, which the remote side
+    reads and sends back whole."""
+    from pytest_xtc.core.workers import output
+
+    assert device_runner.LOG_TAIL == output.TAIL_BYTES
+    flood = ("import os\nchunk = b'x' * (1 << 20)\nfor _ in range(64): os.write(1, chunk)\n"
+             "os.write(1, b'the end')")
+    monkeypatch.setattr(device_runner, "_child_command",
+                        lambda pack, key, out: [sys.executable, "-c", flood])
+    case = {"id": "flood", "call_sha256": "", "limits_s": [60]}
+    result = device_runner.supervise(tmp_path, "flood", case, tmp_path / "out")
+    assert result["status"] == "exit" and result["code"] == 0
+    log = (tmp_path / "out" / "stdout.txt").read_bytes()
+    assert log.endswith(b"the end") and len(log) < device_runner.LOG_TAIL + 100
+    kept = device_runner.LOG_TAIL
+    assert log.startswith(f"[{64 * (1 << 20) + 7 - kept} bytes before these dropped]".encode())
+
+
 def test_a_pack_of_another_target_is_refused(split) -> None:
     """A host pack judged as host-c: every case refused (the same case ids, another
     target's kernels), none judged."""

@@ -49,6 +49,7 @@ START_S = 30.0  # a case process's own start-up, over its calls' limits
 UNWRITTEN = {"float16": (np.uint16, 0x7D5A), "float32": (np.uint32, 0x7FA5A5A5),
              "float64": (np.uint64, 0x7FF5A5A5A5A5A5A5)}  # core/cases/values.py's sentinel
 ALIGN, MIN_BAND, MAX_BAND = 256, 4096, 1 << 20  # core/execution/guard.py's bands
+LOG_TAIL = 64 << 10  # bytes of a case process's output kept, its last (core/workers/output.py)
 Json = dict[str, Any]
 #: Set by SIGTERM (an outer time limit): the cases running are stopped and recorded as
 #: the runner's end, none is started, and ``run.json`` is written with what ran.
@@ -269,26 +270,57 @@ def _child_command(pack: Path, key: str, out: Path) -> list[str]:
             str(out)]
 
 
+class OutputTail(threading.Thread):
+    """A case process's fds 1 and 2, read from a pipe as it writes: the last ``LOG_TAIL``
+    bytes kept, the rest counted. A kernel that writes gigabytes costs neither the
+    runner's memory nor the results folder (which goes back whole to the judging side)."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.read_fd, self.write_fd = os.pipe()
+        self.kept, self.dropped = bytearray(), 0
+
+    def run(self) -> None:
+        with contextlib.suppress(OSError):
+            while chunk := os.read(self.read_fd, 1 << 16):
+                self.kept += chunk
+                if len(self.kept) > LOG_TAIL:
+                    self.dropped += len(self.kept) - LOG_TAIL
+                    del self.kept[:-LOG_TAIL]
+
+    def save(self, path: Path) -> None:
+        """Wait for the writers' end (a process that left the case's group and kept the
+        pipe: a second at most), then write the tail to ``path``."""
+        self.join(timeout=1.0)
+        os.close(self.read_fd)
+        head = f"[{self.dropped} bytes before these dropped]\n".encode() if self.dropped else b""
+        path.write_bytes(head + bytes(self.kept))
+
+
 def supervise(pack: Path, key: str, case: Json, out: Path) -> Json:
     """Run case ``key`` in its own process; its result, whatever happened to it."""
     out.mkdir(parents=True)
     limit = START_S + sum(case["limits_s"])
     result: Json = {"case": case["id"], "key": key, "call_sha256": case["call_sha256"]}
     stopped = False
-    with open(out / "stdout.txt", "wb") as log:
+    log = OutputTail()
+    try:
         proc = subprocess.Popen(_child_command(pack, key, out), start_new_session=True,
-                                stdout=log, stderr=subprocess.STDOUT)
-        ends = time.monotonic() + limit
-        code: int | None = None
-        while code is None and not (stopped := STOPPING.is_set()):
-            try:
-                code = proc.wait(timeout=max(0.0, min(0.25, ends - time.monotonic())))
-            except subprocess.TimeoutExpired:
-                if time.monotonic() >= ends:
-                    break
-        if code is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+                                stdout=log.write_fd, stderr=subprocess.STDOUT)
+    finally:
+        os.close(log.write_fd)
+    log.start()
+    ends = time.monotonic() + limit
+    code: int | None = None
+    while code is None and not (stopped := STOPPING.is_set()):
+        try:
+            code = proc.wait(timeout=max(0.0, min(0.25, ends - time.monotonic())))
+        except subprocess.TimeoutExpired:
+            if time.monotonic() >= ends:
+                break
+    if code is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
     progress = (out / PROGRESS).read_text() if (out / PROGRESS).is_file() else "start"
     child = out / "child.json"
     if code == 0 and child.is_file():
@@ -307,6 +339,7 @@ def supervise(pack: Path, key: str, case: Json, out: Path) -> Json:
                       error=f"exited with status {code} at {progress}")
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)  # anything the case left behind
+    log.save(out / "stdout.txt")
     result["files"] = {p.name: sha256(p) for p in sorted(out.glob("*.npy"))}
     (out / RESULT).write_text(json.dumps(result, indent=1))
     return result
