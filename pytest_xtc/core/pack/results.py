@@ -50,8 +50,9 @@ class CaseResult:
 def _json(path: Path, what: str) -> Json:
     try:
         value = loads_json(path.read_text(), str(path))
-    except DuplicateKey as exc:
-        raise PackError(f"{exc}: the file was altered; run the pack again") from None
+    except DuplicateKey as exc:  # the runner writes none: the file was altered
+        raise PackError(f"{path}:{exc.line}: key {exc.key!r} given twice in {what} (readers "
+                        "disagree on which value counts); run the pack again") from None
     except (OSError, ValueError) as exc:
         raise PackError(f"{path}: {what} unreadable ({exc})") from None
     if not isinstance(value, dict):

@@ -43,7 +43,7 @@ _ARCHES = {
 }
 _X32_BIT = 0x40000000  # x86-64's x32 calls: another numbering, refused whole
 _MAX_PROTECTED = 200  # BPF's conditional jumps reach 255 instructions ahead
-_LD_W_ABS, _JEQ, _JGE, _JA, _RET = 0x20, 0x15, 0x35, 0x05, 0x06
+_LD_W_ABS, _JEQ, _JGE, _RET = 0x20, 0x15, 0x35, 0x06
 _ALLOW, _REFUSE = 0x7FFF0000, 0x00050000 | errno.EPERM  # SECCOMP_RET_ALLOW / _ERRNO
 _PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 38, 22, 2
 

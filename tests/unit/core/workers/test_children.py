@@ -158,13 +158,17 @@ def test_a_fault_in_the_first_case_leaves_the_later_verdicts_unchanged(
         adapter.stop()
 
 
-def test_a_host_killed_from_outside_costs_its_target_no_case(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def another_target() -> IsolatedAdapter:
+    """The real host adapter under another name, through its own isolated host."""
+    return IsolatedAdapter(TargetSpec("other", "host"), EntryPoint(
+        "other", "pytest_xtc.targets.host:HostTarget", registry.GROUP))
+
+
+def test_a_host_killed_from_outside_costs_its_target_no_case(tmp_path: Path) -> None:
     """A host found dead before a case began (ended from outside: the OOM killer, a user)
     is replaced and the case sent again: before, the target was marked failed to load,
     every later case with it. (A kernel can no longer do it: :mod:`fence`, below.)"""
-    other = IsolatedAdapter(TargetSpec("other", "host"), EntryPoint(
-        "other", "pytest_xtc.targets.host:HostTarget", registry.GROUP))
+    other = another_target()
     _, one, two = catalog(FIRST, *LATER)
     settings = Settings(perf=False)
     try:
@@ -182,8 +186,7 @@ def test_a_kernel_cannot_kill_another_targets_host(
     """The kernel's SIGKILL to the other children of pytest (another target's host) is
     refused (EPERM: the fence); the other target's next case runs in its host as usual."""
     monkeypatch.syspath_prepend(str(tmp_path))
-    other = IsolatedAdapter(TargetSpec("other", "host"), EntryPoint(
-        "other", "pytest_xtc.targets.host:HostTarget", registry.GROUP))
+    other = another_target()
     faulty = faulty_host(tmp_path, "kills-other-hosts")
     first, one, two = catalog(FIRST, *LATER)
     settings = Settings(perf=False)
