@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_xtc.core.outcome import Failure, FailureKind
-from pytest_xtc.core.workers import transfer
+from pytest_xtc.core.workers import fence, transfer
 from pytest_xtc.core.workers.output import OutputTail
 from pytest_xtc.core.workers.serving import Fds, Handler, child
 
@@ -55,12 +55,13 @@ class Child:
 
 def spawn(handler: Handler, memory_limit: int | None, clean: bool) -> Child:
     """Fork a child of this process, ready to serve ``handler``'s requests."""
-    requests_read, requests = transfer.pipe()
+    requests_read, requests = transfer.channel()
     replies, replies_write = transfer.pipe()
     lifeline_read, lifeline = os.pipe()
     log = OutputTail()
     parent = os.getpid()
     gc.freeze()  # the child's collector then leaves the parent's objects (and pages) alone
+    fence.landlock_abi()  # libc loaded and the kernel asked here once, not in each child
     pid = os.fork()
     if pid == 0:  # the child: never returns
         fds = Fds(requests_read, replies_write, lifeline_read, log.write_fd)

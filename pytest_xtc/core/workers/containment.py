@@ -5,7 +5,6 @@ Used by :mod:`isolation`; POSIX only."""
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
 import sys
@@ -20,8 +19,7 @@ def die_with(parent: int) -> None:
     """Linux: SIGKILL this process when its parent dies (and check it is not dead yet)."""
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError, AttributeError):
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            hygiene.libc().prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != parent:  # the parent died before the request took effect
         os._exit(70)
 

@@ -1,16 +1,27 @@
-"""A case's process may not reach the processes around it: a seccomp filter, installed in
-each worker's child before any case code runs (and inherited by everything it starts),
-refuses with ``EPERM`` the calls that would signal, trace, write into or lower the limits
-of the processes it descends from (pytest, the xdist controller, the template, an
-adapter's host), of their other children (the other xdist workers, other targets' hosts)
-or of their process groups, and a signal to every process at once (``kill(-1)``). The
-kernel's call fails; its case goes on and is judged as usual, and no other case, nor the
-session, is touched: a kernel's ``kill(os.getppid())`` or ``killpg(pytest's group)``
+"""A case's process may not reach the processes around it, in two layers installed in
+each worker's child before any case code runs (and inherited by everything it starts):
+
+- a Landlock domain of its own (Linux 6.12 and later, Landlock ABI 6) with its signals
+  scoped to it: it can signal, trace, read or write the memory or open the descriptors
+  (``/proc/<pid>/mem``, ``/proc/<pid>/fd``, ``pidfd_getfd``) of no process but itself and
+  what it starts. Every other process is out of reach, whichever way it is named (a pid,
+  a group, ``-1``, a pidfd made from ``/proc/<pid>``): pytest, the template, the other
+  xdist workers and the cases they run at the same time;
+- a seccomp filter, which also holds where Landlock is absent: it refuses with ``EPERM``
+  the calls that would signal, trace or write into the processes it descends from (pytest,
+  the xdist controller, the template, an adapter's host), their other children (the other
+  xdist workers, other targets' hosts) or their process groups, a signal to every process
+  at once (``kill(-1)``), and ``prlimit`` of any process but itself. Without Landlock it
+  also refuses the calls that take a pidfd (``pidfd_send_signal``, ``pidfd_getfd``): a
+  pidfd made from ``/proc/<pid>`` names no pid it could check.
+
+The kernel's call fails; its case goes on and is judged as usual, and no other case, nor
+the session, is touched: a kernel's ``kill(os.getppid())`` or ``killpg(pytest's group)``
 used to end the session.
 
 Its own process, group and descendants stay reachable (``abort``, ``raise``, a kernel's
 helper processes). Linux on x86-64 and AArch64 (the filter names their system-call
-numbers); elsewhere, or where the kernel refuses a filter, the child runs without one
+numbers); elsewhere, or where the kernel refuses a layer, the child runs without it
 (:func:`install` says which)."""
 
 from __future__ import annotations
@@ -18,15 +29,18 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import functools
 import os
 import platform
 import struct
 import sys
 from collections.abc import Iterable
 
+from pytest_xtc.core.workers.hygiene import libc
+
 #: Calls refused when their target (argument ``index``) is a protected pid or group, by
 #: architecture: (AUDIT_ARCH value, {call number: argument index}, calls always refused).
-_ARCHES = {
+_ARCHES: dict[str, tuple[int, dict[int, int], tuple[int, ...]]] = {
     "x86_64": (0xC000003E,
                {62: 0,     # kill
                 234: 0,    # tgkill
@@ -34,13 +48,22 @@ _ARCHES = {
                 297: 0,    # rt_tgsigqueueinfo
                 434: 0,    # pidfd_open
                 311: 0,    # process_vm_writev
-                302: 0,    # prlimit64
                 101: 1},   # ptrace (request, pid, ...)
                (200,)),    # tkill: a thread id of any process; no libc uses it any more
     "aarch64": (0xC00000B7,
-                {129: 0, 131: 0, 138: 0, 240: 0, 434: 0, 271: 0, 261: 0, 117: 1},
+                {129: 0, 131: 0, 138: 0, 240: 0, 434: 0, 271: 0, 117: 1},
                 (130,)),
 }
+#: Calls allowed only on this process (argument ``index`` 0 or its pid): prlimit64.
+_OWN = {"x86_64": {302: 0}, "aarch64": {261: 0}}
+#: Calls taking a pidfd, refused whole where Landlock cannot scope them (same numbers on
+#: both architectures): pidfd_send_signal, pidfd_getfd.
+_BY_PIDFD = (424, 438)
+#: Landlock's calls (the same numbers on both architectures) and what is asked of it.
+_CREATE_RULESET, _RESTRICT_SELF = 444, 446
+_RULESET_VERSION = 1  # landlock_create_ruleset's flag: give the ABI version
+_SCOPE_SIGNAL = 2  # LANDLOCK_SCOPE_SIGNAL
+_SCOPED_ABI = 6  # the first ABI that scopes signals (Linux 6.12)
 _X32_BIT = 0x40000000  # x86-64's x32 calls: another numbering, refused whole
 _MAX_PROTECTED = 200  # BPF's conditional jumps reach 255 instructions ahead
 _LD_W_ABS, _JEQ, _JGE, _RET = 0x20, 0x15, 0x35, 0x06
@@ -84,15 +107,21 @@ def protected() -> list[int]:
 
 
 def _program(arch: int, checked: dict[int, int], refused: Iterable[int],
-             values: list[int]) -> list[tuple[int, int, int, int]]:
+             values: list[int], own: dict[int, int] | None = None,
+             me: int = 0) -> list[tuple[int, int, int, int]]:
     """The BPF program: refuse ``refused`` calls; refuse ``checked`` calls whose argument
-    (its low 32 bits: a pid_t) is one of ``values``; allow the rest. Every refusal jumps
-    to a ``ret`` close by (a conditional jump reaches 255 instructions ahead)."""
-    calls = [*refused, *checked]
-    arguments = sorted({*checked.values()})
+    (its low 32 bits: a pid_t) is one of ``values``, and ``own`` calls whose argument is
+    neither 0 nor ``me``; allow the rest. Every refusal jumps to a ``ret`` close by (a
+    conditional jump reaches 255 instructions ahead): the short ``own`` blocks first."""
+    own = own or {}
+    calls = [*refused, *checked, *own]
     near_refuse = 5 + len(calls) + 1  # after the calls' list and its "allow"
-    block_size = 1 + len(values) + 2  # load, compares, allow, refuse
-    block_at = {index: near_refuse + 1 + n * block_size for n, index in enumerate(arguments)}
+    blocks = [(True, index) for index in sorted({*own.values()})]
+    blocks += [(False, index) for index in sorted({*checked.values()})]
+    block_at, at = {}, near_refuse + 1
+    for is_own, index in blocks:  # own: load, 2 compares, refuse, allow
+        block_at[is_own, index] = at
+        at += 5 if is_own else 1 + len(values) + 2  # load, compares, allow, refuse
     program = [
         (_LD_W_ABS, 0, 0, 4),                    # seccomp_data.arch
         (_JEQ, 1, 0, arch),
@@ -101,11 +130,16 @@ def _program(arch: int, checked: dict[int, int], refused: Iterable[int],
         (_JGE, near_refuse - 5, 0, _X32_BIT),
     ]
     for call in calls:
-        target = block_at[checked[call]] if call in checked else near_refuse
+        target = (block_at[True, own[call]] if call in own
+                  else block_at[False, checked[call]] if call in checked else near_refuse)
         program.append((_JEQ, target - len(program) - 1, 0, call))
     program += [(_RET, 0, 0, _ALLOW), (_RET, 0, 0, _REFUSE)]
-    for index in arguments:
+    for is_own, index in blocks:
         program.append((_LD_W_ABS, 0, 0, 16 + 8 * index))  # args[index], its low half
+        if is_own:
+            program += [(_JEQ, 2, 0, 0), (_JEQ, 1, 0, me & 0xFFFFFFFF),
+                        (_RET, 0, 0, _REFUSE), (_RET, 0, 0, _ALLOW)]
+            continue
         refuse = len(program) + len(values) + 1
         for value in values:
             program.append((_JEQ, refuse - len(program) - 1, 0, value & 0xFFFFFFFF))
@@ -114,25 +148,63 @@ def _program(arch: int, checked: dict[int, int], refused: Iterable[int],
     return program
 
 
+class _Fprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+class _RulesetAttr(ctypes.Structure):  # struct landlock_ruleset_attr, ABI 6
+    _fields_ = [("handled_access_fs", ctypes.c_uint64),
+                ("handled_access_net", ctypes.c_uint64), ("scoped", ctypes.c_uint64)]
+
+
+@functools.cache
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI version; 0 where there is none (or it is disabled)."""
+    if not sys.platform.startswith("linux"):
+        return 0
+    version = libc().syscall(ctypes.c_long(_CREATE_RULESET), None, ctypes.c_long(0),
+                              ctypes.c_long(_RULESET_VERSION))
+    return max(int(version), 0)
+
+
+def _scope() -> str | None:
+    """Enter a Landlock domain of this process's own, its signals scoped to it (ptrace and
+    the ``/proc/<pid>`` files that need ptrace's leave are scoped by any domain); None when
+    done, else why not. Needs ``no_new_privs`` (the seccomp layer sets it)."""
+    attr = _RulesetAttr(0, 0, _SCOPE_SIGNAL)
+    ruleset = int(libc().syscall(ctypes.c_long(_CREATE_RULESET), ctypes.byref(attr),
+                               ctypes.c_long(ctypes.sizeof(attr)), ctypes.c_long(0)))
+    if ruleset < 0:
+        return f"no Landlock domain: {os.strerror(ctypes.get_errno())}"
+    try:
+        if libc().syscall(ctypes.c_long(_RESTRICT_SELF), ctypes.c_long(ruleset),
+                        ctypes.c_long(0)) != 0:
+            return f"no Landlock domain: {os.strerror(ctypes.get_errno())}"
+    finally:
+        os.close(ruleset)
+    return None
+
+
 def install() -> str | None:
-    """Fence this process (and what it starts) in; None when done, else why not."""
-    arch = _ARCHES.get(platform.machine())
+    """Fence this process (and what it starts) in; None when both layers are in, else why
+    not: "no fence: ..." (neither), "no Landlock domain: ..." (the seccomp layer alone)."""
+    machine = platform.machine()
+    arch = _ARCHES.get(machine)
     if not sys.platform.startswith("linux") or arch is None:
-        return f"no fence on {sys.platform} {platform.machine()}"
+        return f"no fence on {sys.platform} {machine}"
     code, checked, refused = arch
-    program = _program(code, checked, refused, protected())
+    scoped = landlock_abi() >= _SCOPED_ABI
+    if not scoped:
+        refused = (*refused, *_BY_PIDFD)
+    program = _program(code, checked, refused, protected(), _OWN[machine], os.getpid())
     raw = b"".join(struct.pack("<HBBI", *step) for step in program)
     buffer = ctypes.create_string_buffer(raw)
-
-    class _Fprog(ctypes.Structure):
-        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
-
     fprog = _Fprog(len(program), ctypes.addressof(buffer))
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong,
-                           ctypes.c_ulong]
-    if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 or \
-            libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.addressof(fprog), 0,
+    if libc().prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 or \
+            libc().prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.addressof(fprog), 0,
                        0) != 0:
         return f"no fence: the kernel refused it ({os.strerror(ctypes.get_errno())})"
-    return None
+    if not scoped:
+        return (f"no Landlock domain: this kernel's Landlock ABI is {landlock_abi()} (signal "
+                f"scoping needs {_SCOPED_ABI}, Linux 6.12); the seccomp layer alone")
+    return _scope()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import gc
 import locale
 import os
@@ -28,14 +29,15 @@ from typing import Any
 _PR_SET_CHILD_SUBREAPER = 36
 _TIMERS = ("ITIMER_REAL", "ITIMER_VIRTUAL", "ITIMER_PROF")
 _SIGNALS = sorted(set(signal.valid_signals()) - {signal.SIGKILL, signal.SIGSTOP})
-_LIBC: Any = None
-
-
-def _libc() -> Any:
-    global _LIBC
-    if _LIBC is None:
-        _LIBC = ctypes.CDLL(None, use_errno=True)
-    return _LIBC
+@functools.cache
+def libc() -> Any:
+    """The C library, loaded once (by the template: its children find it loaded), with
+    ``prctl``'s and ``syscall``'s types declared."""
+    loaded = ctypes.CDLL(None, use_errno=True)
+    loaded.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong,
+                             ctypes.c_ulong]
+    loaded.syscall.restype = ctypes.c_long
+    return loaded
 
 
 def _handler(number: int) -> object:
@@ -94,7 +96,7 @@ def _numpy() -> object:
 
 def _rounding() -> object:
     with contextlib.suppress(Exception):
-        return int(_libc().fegetround())
+        return int(libc().fegetround())
     return None
 
 
@@ -149,7 +151,7 @@ def become_subreaper() -> None:
     """Linux: orphaned descendants become this process's children, not init's."""
     if sys.platform.startswith("linux"):
         with contextlib.suppress(Exception):
-            _libc().prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+            libc().prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
 
 def _listed_children(pid: int) -> set[int] | None:

@@ -48,7 +48,7 @@ from typing import Any, TypeVar
 
 from pytest_xtc.core.limits import check_limit
 from pytest_xtc.core.outcome import Failure, FailureKind
-from pytest_xtc.core.workers import interrupts, serving, template, transfer
+from pytest_xtc.core.workers import interrupts, template, transfer
 from pytest_xtc.core.workers.children import Child, ChildFailure, available, how_it_ended, spawn
 from pytest_xtc.core.workers.containment import kill_tree, reap_dying
 from pytest_xtc.core.workers.hygiene import process_state
@@ -194,7 +194,7 @@ class Worker:
         packed = transfer.pack((ident, first_phase, request))
         try:
             try:
-                serving.send_frame(self.requests, packed.frame)
+                transfer.send(self.requests, packed)
             except OSError:  # the child died between requests
                 raise ChildFailure(first_phase, *self._death(first_phase, pid)) from None
             meanwhile, self._meanwhile = self._meanwhile, None  # once, whatever the tries
@@ -202,7 +202,7 @@ class Worker:
                 meanwhile()
             message = self._watch(ident, limits, on_phase, packed, pid)
             with contextlib.suppress(OSError):
-                serving.send_frame(self.requests, ACK)  # the child may free what it sent, now
+                transfer.write_frame(self.requests, ACK)  # the child may free what it sent, now
         except BaseException as exc:
             begun = self._begun  # the successor's warm-up is a call of its own
             if not self._stopped_elsewhere(pid):  # then the session ends: no successor

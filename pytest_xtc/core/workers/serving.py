@@ -1,7 +1,8 @@
 """The forked child's side of an :class:`~pytest_xtc.core.workers.isolation.Worker`:
 contain itself, then serve requests, reporting each phase it enters, and tidy after each
 one (end the processes it left, compare the process state with the one it started with,
-:mod:`hygiene`). Messages are length-prefixed frames of :mod:`transfer`."""
+:mod:`hygiene`). Messages are length-prefixed frames of :mod:`transfer`: requests come
+down a channel with the shared files they refer to, replies go up a pipe."""
 
 from __future__ import annotations
 
@@ -87,16 +88,17 @@ def _serve(handler: Handler, requests: int, replies: int, keeper: int) -> None:
     #: the handler's work between requests (a host forks its next case's worker then)
     after_reply = getattr(handler, "after_reply", None)
     sent: transfer.Packed | None = None
-    while (frame := receive_frame(requests)) is not None:
+    while (received := transfer.receive(requests)) is not None:
+        frame, passed = received
         if sent is not None:
             sent.close()  # the parent has read the last result: free what it held
             sent = None
         if frame == ACK:  # (while the parent checks the result, on another core)
             continue
-        ident, first_phase, request = transfer.unpack(frame)
+        ident, first_phase, request = transfer.unpack(frame, passed)
 
         def report(phase: str, ident: int = ident) -> None:
-            send_frame(replies, transfer.pack(Message("phase", phase, ident)).frame)
+            transfer.write_frame(replies, transfer.pack(Message("phase", phase, ident)).frame)
 
         report(first_phase)  # the inputs are in place: the clock starts now
         try:
@@ -119,7 +121,7 @@ def _serve(handler: Handler, requests: int, replies: int, keeper: int) -> None:
             reply.kind, reply.value = "error", error
             sent = transfer.pack(reply)
         del reply  # ``sent`` keeps its arrays until the parent has them
-        send_frame(replies, sent.frame)
+        transfer.write_frame(replies, sent.frame)
         if after_reply is not None:
             with contextlib.suppress(Exception):  # the next request meets it and says so
                 after_reply()
@@ -140,27 +142,3 @@ def _tidy(clean: dict[str, object], keeper: int) -> tuple[tuple[str, ...], bool]
     if changed:
         notes.append("worker replaced: the case changed its " + ", ".join(changed))
     return tuple(notes), bool(changed)
-
-
-def send_frame(fd: int, data: bytes) -> None:
-    view = memoryview(len(data).to_bytes(8, "little") + data)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
-def _read_exactly(fd: int, size: int) -> bytes | None:
-    data = bytearray(size)
-    view, done = memoryview(data), 0
-    while done < size:
-        got = os.readv(fd, [view[done:]])
-        if not got:
-            return None
-        done += got
-    return bytes(data)
-
-
-def receive_frame(fd: int) -> bytes | None:
-    header = _read_exactly(fd, 8)
-    return None if header is None else _read_exactly(fd, int.from_bytes(header, "little"))
-
-

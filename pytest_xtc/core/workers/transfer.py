@@ -2,12 +2,15 @@
 
 A message is pickled with protocol 5, its arrays' bytes out of band. Small buffers go
 through the pipe. A large one travels as a reference to an anonymous shared-memory file
-(``memfd_create``: in no directory, so nothing can leak in /dev/shm), ``/proc/<sender>/fd/
-<n>`` and an offset: when the array already lies in such a file (made by
-:func:`shared_empty`, or received), nothing is copied; otherwise its bytes are written
-once into a new file. The receiver maps the file copy-on-write (a kernel writing into
-what it received never reaches the sender) and rebuilds the arrays as views of it; it
-keeps its own descriptor, so it can pass the arrays on without a copy either.
+(``memfd_create``: in no directory, so nothing can leak in /dev/shm) and an offset: when
+the array already lies in such a file (made by :func:`shared_empty`, or received), nothing
+is copied; otherwise its bytes are written once into a new file. Requests go down a
+:func:`channel` (a Unix socket pair) that passes the files themselves along with their
+frame (``SCM_RIGHTS``): a fenced worker may not open its parent's ``/proc/<pid>/fd``
+(:mod:`fence`). A reply goes up a pipe, the parent opening ``/proc/<sender>/fd/<n>`` (a
+parent may reach its descendants). The receiver maps the file copy-on-write (a kernel
+writing into what it received never reaches the sender) and rebuilds the arrays as views
+of it; it keeps its own descriptor, so it can pass the arrays on without a copy either.
 
 Lifetimes: a file lives while an array maps it or a process holds its descriptor; the
 sender keeps what it sent alive until the receiver has mapped it (the worker's first
@@ -22,6 +25,7 @@ import fcntl
 import mmap
 import os
 import pickle
+import socket
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -35,6 +39,7 @@ INLINE_MAX = 1 << 16  # out-of-band buffers below this (a pipe's capacity) go th
 #: goes in at once, its writer not waiting for the reader to drain the pipe.
 PIPE_BYTES = 1 << 20
 _CHUNK = 1 << 30  # bytes per write system call (Linux moves at most 2 GiB - 4 KiB)
+MAX_FILES = 64  # shared files one message may pass along (SCM_RIGHTS takes 253)
 _segments: dict[int, tuple[int, int, int]] = {}  # start address: (end, fd, owner pid)
 
 
@@ -46,6 +51,15 @@ def pipe() -> tuple[int, int]:
     return read, write
 
 
+def channel() -> tuple[int, int]:
+    """A request channel (its read end, its write end): a Unix stream socket pair, which
+    passes the shared files a frame refers to (:func:`send`, :func:`receive`)."""
+    reader, writer = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    with contextlib.suppress(OSError):
+        writer.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, PIPE_BYTES)
+    return reader.detach(), writer.detach()
+
+
 def shared_memory_available() -> bool:
     return hasattr(os, "memfd_create") and os.path.isdir("/proc/self/fd")
 
@@ -53,11 +67,13 @@ def shared_memory_available() -> bool:
 @dataclass
 class Packed:
     """A message ready to send: ``frame`` goes through the pipe; ``fd`` (or -1) is a file
-    written for it, and ``keep`` what it refers to, both held until the receiver has it."""
+    written for it, and ``keep`` what it refers to, both held until the receiver has it;
+    ``files``: the shared files the frame refers to, in order (passed along by a channel)."""
 
     frame: bytes
     fd: int = -1
     keep: Any = None
+    files: tuple[int, ...] = ()
 
     def close(self) -> None:
         if self.fd >= 0:
@@ -126,7 +142,8 @@ def pack(message: Any) -> Packed:
         return False
 
     data = pickle.dumps(message, protocol=5, buffer_callback=out_of_band)
-    parts: list[tuple[int, int, int]] = []
+    parts: list[tuple[int, int, int]] = []  # (index in files, offset, size)
+    files: list[int] = []
     copies = [(b, b.raw()) for b in buffers if _locate(b.raw()) is None]
     written = _write(copies) if copies else -1
     offset = 0
@@ -135,9 +152,14 @@ def pack(message: Any) -> Packed:
         where = _locate(view)
         if where is None:
             where, offset = (written, offset), offset + view.nbytes
-        parts.append((where[0], where[1], view.nbytes))
-    frame = pickle.dumps((data, parts, os.getpid()), protocol=5)
-    return Packed(frame, written, buffers)
+        if where[0] not in files:
+            files.append(where[0])
+        parts.append((files.index(where[0]), where[1], view.nbytes))
+    if len(files) > MAX_FILES:
+        raise ValueError(f"a message refers to {len(files)} shared files (at most "
+                         f"{MAX_FILES})")
+    frame = pickle.dumps((data, parts, os.getpid(), files), protocol=5)
+    return Packed(frame, written, buffers, tuple(files))
 
 
 def _write(copies: list[tuple[pickle.PickleBuffer, memoryview]]) -> int:
@@ -157,16 +179,74 @@ def _write(copies: list[tuple[pickle.PickleBuffer, memoryview]]) -> int:
     return fd
 
 
-def unpack(frame: bytes) -> Any:
-    """The message a frame from :func:`pack` holds (while its sender still keeps it)."""
-    data, parts, pid = pickle.loads(frame)
-    if not parts:
-        return pickle.loads(data)
-    mapped: dict[int, memoryview] = {}
-    views = []
-    for fd, offset, size in parts:
-        if fd not in mapped:
-            local = os.open(f"/proc/{pid}/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC)
-            mapped[fd] = memoryview(_map(local, os.fstat(local).st_size, mmap.MAP_PRIVATE))
-        views.append(mapped[fd][offset : offset + size])
+def unpack(frame: bytes, passed: Sequence[int] = ()) -> Any:
+    """The message a frame from :func:`pack` holds (while its sender still keeps it). Its
+    shared files are ``passed`` (received with it, taken over here), else opened through
+    ``/proc/<sender>/fd``."""
+    data, parts, pid, files = pickle.loads(frame)
+    if len(passed) != len(files):  # none passed (a pipe), or a frame not sent so
+        for fd in passed:
+            os.close(fd)
+        passed = [os.open(f"/proc/{pid}/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC) for fd in files]
+    mapped: list[memoryview] = []
+    for n, fd in enumerate(passed):
+        try:
+            mapped.append(memoryview(_map(fd, os.fstat(fd).st_size, mmap.MAP_PRIVATE)))
+        except BaseException:  # _map closes the file it fails on; close those after it
+            for later in passed[n + 1 :]:
+                os.close(later)
+            raise
+    views = [mapped[index][offset : offset + size] for index, offset, size in parts]
     return pickle.loads(data, buffers=views)
+
+
+def write_frame(fd: int, data: bytes) -> None:
+    """``data`` with its length in front."""
+    view = memoryview(len(data).to_bytes(8, "little") + data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def send(fd: int, packed: Packed) -> None:
+    """``packed``'s frame down a :func:`channel`, the shared files it refers to passed
+    along with its first bytes."""
+    if not packed.files:
+        write_frame(fd, packed.frame)
+        return
+    data = len(packed.frame).to_bytes(8, "little") + packed.frame
+    sock = socket.socket(fileno=fd)
+    try:
+        done = socket.send_fds(sock, [data[:8]], list(packed.files))
+    finally:
+        sock.detach()
+    view = memoryview(data)[done:]
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _read_exactly(fd: int, size: int) -> bytes | None:
+    data = bytearray(size)
+    view, done = memoryview(data), 0
+    while done < size:
+        got = os.readv(fd, [view[done:]])
+        if not got:
+            return None
+        done += got
+    return bytes(data)
+
+
+def receive(fd: int) -> tuple[bytes, list[int]] | None:
+    """The next frame from a :func:`channel` and the files passed with it (this process's
+    descriptors now); None when the writer is gone."""
+    sock = socket.socket(fileno=fd)
+    try:
+        first, files, _, _ = socket.recv_fds(sock, 8, MAX_FILES, socket.MSG_CMSG_CLOEXEC)
+    finally:
+        sock.detach()
+    rest = _read_exactly(fd, 8 - len(first)) if first else None
+    body = None if rest is None else _read_exactly(fd, int.from_bytes(first + rest, "little"))
+    if body is None:
+        for each in files:
+            os.close(each)
+        return None
+    return body, files

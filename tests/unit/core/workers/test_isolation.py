@@ -409,3 +409,45 @@ def test_one_place_chooses_where_a_case_runs(tmp_path, monkeypatch) -> None:
         assert isinstance(executor_for(proxy, Settings()), hosted.HostedExecutor)
     finally:
         proxy.stop()
+
+
+def _sums(request: Any, report: Any) -> tuple[list[float], Any]:
+    import numpy as np
+
+    arrays = request
+    return [float(a.sum()) for a in arrays], np.full(1 << 16, 2.0)  # a large reply
+
+
+class _Forwarding:
+    """A host's way: a request it received goes on to a worker of its own, whole."""
+
+    def __init__(self) -> None:
+        self.inner: isolation.Worker | None = None
+
+    def __call__(self, request: Any, report: Any) -> Any:
+        if self.inner is None:
+            self.inner = isolation.Worker(_sums, fresh=True)
+        return self.inner.call(request, {"run": 60.0}, "run")
+
+
+def test_large_operands_reach_fenced_workers_two_levels_down() -> None:
+    """Operands in shared files pass down with their frame (a fenced worker may not open
+    its parent's /proc/<pid>/fd): a plain array (written once into a file), an array made
+    in shared memory (its own file), through a worker that forwards them to its own; the
+    large reply comes back up."""
+    import numpy as np
+
+    from pytest_xtc.core.workers import transfer
+
+    plain = np.arange(1 << 15, dtype=np.float64)  # 256 KiB, over transfer.INLINE_MAX
+    shared = transfer.shared_empty((1 << 15,), np.float64)
+    shared[:] = 3.0
+    for handler in (_sums, _Forwarding()):
+        worker = isolation.Worker(handler, fresh=True)
+        try:
+            for _ in range(2):
+                sums, back = worker.call((plain, shared), {"run": 60.0}, "run")
+                assert sums == [float(plain.sum()), 3.0 * (1 << 15)]
+                assert back.shape == (1 << 16,) and float(back.sum()) == 2.0 * (1 << 16)
+        finally:
+            worker.stop()
