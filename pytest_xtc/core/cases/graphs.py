@@ -8,6 +8,7 @@ messages can say ``A`` instead of ``%0``; XTC's own dumps have none, and get ``i
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from pytest_xtc import ops
@@ -83,3 +84,8 @@ def outputs(graph: GraphDict) -> list[Operand]:
 
 def op_names(graph: GraphDict) -> tuple[str, ...]:
     return tuple(node["expr"]["op"]["name"] for node in graph["nodes"])
+
+
+def canonical(graph: GraphDict) -> str:
+    """``graph`` as text, equal for equal graphs (keys sorted)."""
+    return json.dumps(graph, sort_keys=True, default=str)

@@ -19,6 +19,8 @@ from dataclasses import replace
 from math import prod
 from typing import Any
 
+from pytest_xtc.core.cases.graphs import canonical
+
 #: A ``core.cases.case.Case`` (that module imports this one: typed loosely, no circle).
 Case = Any
 
@@ -55,7 +57,7 @@ def structure(case: Case, left_out: str = "attributes") -> str:
 
 
 def _graph(case: Case) -> str:
-    return json.dumps(case.graph, sort_keys=True, default=str)
+    return canonical(case.graph)
 
 
 def _cost(case: Case, dtypes: Sequence[str]) -> tuple[bool, int, int]:

@@ -9,6 +9,9 @@ A record is a flat dict of plain numbers (xdist ships it, bundles keep it as JSO
   ``gflops`` (of the median time);
 * numpy's forward evaluation of the same graph, same inputs, in the case's dtype, on the
   host, timed the same way: ``numpy_median_s`` ... ``numpy_rel_std``; ``numpy_gflops``;
+  measured once per process for each graph and kind of values (``same_as``: the cases of
+  one graph under other schedules or operand layouts, their inputs drawn alike), then
+  reused, ``numpy_reused`` saying so: numpy's time does not depend on the schedule;
   ``numpy_threads``: 1 when its BLAS was held to one thread (threadpoolctl, which XTC's
   scikit-learn brings), else None (BLAS's default, which a busy core can slow a hundredfold);
   ``time_vs_numpy`` (kernel median / numpy median: below 1, the kernel is faster);
@@ -26,7 +29,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
@@ -107,6 +110,8 @@ def spread(times: Sequence[float]) -> dict[str, float | int]:
     }
 
 
+#: numpy's times already measured in this process, by (``same_as``, timing, clock)
+_numpy_times: dict[tuple[Hashable, Timing, Clock], tuple[dict[str, Any], int | None]] = {}
 _blas: list[Any] = []  # threadpoolctl's controller, made once (finding the libraries is slow)
 
 
@@ -177,11 +182,14 @@ def record(
     peak_flops: float | None = None,
     clock: Clock = time.perf_counter,
     limits: Ceilings | None = None,
+    same_as: Hashable | None = None,
 ) -> dict[str, Any]:
     """The performance record of a passed case whose kernel took ``times`` (seconds per
     call, one per repeat); numpy's forward evaluation of ``graph`` on ``inputs`` is timed
-    here, with the same ``timing``; ``limits``: the device's ceilings (None: the peak
-    times a margin, and bounds no device reaches)."""
+    here, with the same ``timing``, unless it was for an earlier record of this process
+    with the same ``same_as`` (a key naming the graph and the kind of its inputs; None:
+    timed here); ``limits``: the device's ceilings (None: the peak times a margin, and
+    bounds no device reaches)."""
     flops = flop_count(graph) or None
     perf: dict[str, Any] = {
         "repeat": timing.repeat,
@@ -191,10 +199,18 @@ def record(
     }
     kernel = spread(times) if times else {}
     perf.update(kernel)
-    forward = reference.forward_fn(graph)
-    limit, perf["numpy_threads"] = one_blas_thread()
-    with limit:
-        ours = spread(time_calls(lambda: forward(inputs), timing, clock))
+    key = None if same_as is None else (same_as, timing, clock)
+    known = None if key is None else _numpy_times.get(key)
+    perf["numpy_reused"] = known is not None
+    if known is not None:
+        ours, perf["numpy_threads"] = known
+    else:
+        forward = reference.forward_fn(graph)
+        limit, perf["numpy_threads"] = one_blas_thread()
+        with limit:
+            ours = spread(time_calls(lambda: forward(inputs), timing, clock))
+        if key is not None:
+            _numpy_times[key] = (ours, perf["numpy_threads"])
     perf.update({f"numpy_{key}": value for key, value in ours.items() if key != "rounds"})
     median, numpy_median = kernel.get("median_s"), ours["median_s"]
     gflops = _ratio(flops, median)

@@ -227,7 +227,8 @@ def _perf(
         peak = perf.device_peak(adapter, case.dtype) if with_peak else None
         with np.errstate(all="ignore"):  # special values: numpy's own NaN and overflow
             return perf.record(case.graph, inputs, times, settings.timing, peak,
-                               limits=perf.ceilings(adapter, case.dtype, peak))
+                               limits=perf.ceilings(adapter, case.dtype, peak),
+                               same_as=(graphs.canonical(case.graph), case.values))
     except Exception as exc:
         return {"error": describe_failure(exc)}
 

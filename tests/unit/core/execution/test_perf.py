@@ -118,7 +118,7 @@ def test_record_is_plain_json_with_its_method() -> None:
     clock, _ = fake_clock(step=1e-6)  # every measurement of numpy lasts 1 us
     record = perf.record(graph, inputs, [1e-6, 2e-6, 3e-6], Timing(3, 1, 0), 1e9, clock)
     assert json.loads(json.dumps(record, allow_nan=False)) == record
-    assert all(type(v) in (int, float, type(None)) for v in record.values())
+    assert all(type(v) in (bool, int, float, type(None)) for v in record.values())
     assert (record["repeat"], record["number"], record["min_repeat_ms"]) == (3, 1, 0)
     assert record["flops"] == 1024 and record["rounds"] == 3
     assert record["median_s"] == 2e-6 and record["numpy_median_s"] == pytest.approx(1e-6)
@@ -131,6 +131,32 @@ def test_record_is_plain_json_with_its_method() -> None:
     relu = perf.record(FAMILIES["relu"](5, 7)[0], [np.ones((5, 7))], [1e-6], ONCE)
     assert relu["flops"] is None and relu["gflops"] is None and relu["peak_fraction"] is None
     assert relu["numpy_median_s"] > 0
+
+
+def test_numpy_is_timed_once_per_graph_and_kind_of_values() -> None:
+    """Cases of one graph under other schedules (``same_as`` alike) share numpy's time,
+    said by ``numpy_reused``; another key, or none, is timed again."""
+    graph, _ = FAMILIES["matmul"](8, 8, 8)
+    inputs = [np.ones((8, 8), np.float32)] * 2
+    clock, _ = fake_clock(step=1e-6)
+    calls = []
+
+    def counted() -> float:
+        calls.append(1)
+        return clock()
+
+    key = (f"test-{id(calls)}", "random")
+    first = perf.record(graph, inputs, [1e-6], ONCE, clock=counted, same_as=key)
+    measured = len(calls)
+    again = perf.record(graph, inputs, [2e-6], ONCE, clock=counted, same_as=key)
+    assert measured > 0 and len(calls) == measured  # not timed again
+    assert not first["numpy_reused"] and again["numpy_reused"]
+    assert again["numpy_median_s"] == first["numpy_median_s"]
+    assert again["median_s"] == 2e-6  # the kernel's own time, as given
+    other = perf.record(graph, inputs, [1e-6], ONCE, clock=counted, same_as=(key[0], "special"))
+    unkeyed = perf.record(graph, inputs, [1e-6], ONCE, clock=counted)
+    assert not other["numpy_reused"] and not unkeyed["numpy_reused"]
+    assert len(calls) == 3 * measured
 
 
 def test_numpy_is_timed_on_one_blas_thread() -> None:
