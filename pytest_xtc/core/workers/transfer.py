@@ -40,6 +40,7 @@ INLINE_MAX = 1 << 16  # out-of-band buffers below this (a pipe's capacity) go th
 PIPE_BYTES = 1 << 20
 _CHUNK = 1 << 30  # bytes per write system call (Linux moves at most 2 GiB - 4 KiB)
 MAX_FILES = 64  # shared files one message may pass along (SCM_RIGHTS takes 253)
+_CLOEXEC = getattr(socket, "MSG_CMSG_CLOEXEC", 0)  # passed files closed by exec (Linux)
 _segments: dict[int, tuple[int, int, int]] = {}  # start address: (end, fd, owner pid)
 
 
@@ -240,9 +241,11 @@ def receive(fd: int) -> tuple[bytes, list[int]] | None:
     descriptors now); None when the writer is gone."""
     sock = socket.socket(fileno=fd)
     try:
-        first, files, _, _ = socket.recv_fds(sock, 8, MAX_FILES, socket.MSG_CMSG_CLOEXEC)
+        first, files, _, _ = socket.recv_fds(sock, 8, MAX_FILES, _CLOEXEC)
     finally:
         sock.detach()
+    for each in files:  # where MSG_CMSG_CLOEXEC is missing (not Linux)
+        os.set_inheritable(each, False)
     rest = _read_exactly(fd, 8 - len(first)) if first else None
     body = None if rest is None else _read_exactly(fd, int.from_bytes(first + rest, "little"))
     if body is None:
