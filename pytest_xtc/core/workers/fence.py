@@ -185,6 +185,15 @@ def _scope() -> str | None:
     return None
 
 
+def _load(program: list[tuple[int, int, int, int]]) -> bool:
+    """Install a seccomp filter (``no_new_privs`` first); whether the kernel took it."""
+    raw = b"".join(struct.pack("<HBBI", *step) for step in program)
+    buffer = ctypes.create_string_buffer(raw)
+    fprog = _Fprog(len(program), ctypes.addressof(buffer))
+    return libc().prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 and \
+        libc().prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.addressof(fprog), 0, 0) == 0
+
+
 def install() -> str | None:
     """Fence this process (and what it starts) in; None when both layers are in, else why
     not: "no fence: ..." (neither), "no Landlock domain: ..." (the seccomp layer alone)."""
@@ -196,15 +205,12 @@ def install() -> str | None:
     scoped = landlock_abi() >= _SCOPED_ABI
     if not scoped:
         refused = (*refused, *_BY_PIDFD)
-    program = _program(code, checked, refused, protected(), _OWN[machine], os.getpid())
-    raw = b"".join(struct.pack("<HBBI", *step) for step in program)
-    buffer = ctypes.create_string_buffer(raw)
-    fprog = _Fprog(len(program), ctypes.addressof(buffer))
-    if libc().prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 or \
-            libc().prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.addressof(fprog), 0,
-                       0) != 0:
+    if not _load(_program(code, checked, refused, protected(), _OWN[machine], os.getpid())):
         return f"no fence: the kernel refused it ({os.strerror(ctypes.get_errno())})"
     if not scoped:
         return (f"no Landlock domain: this kernel's Landlock ABI is {landlock_abi()} (signal "
                 f"scoping needs {_SCOPED_ABI}, Linux 6.12); the seccomp layer alone")
-    return _scope()
+    why = _scope()
+    if why is not None:  # a domain refused after all: the pidfd calls go as without one
+        _load(_program(code, {}, _BY_PIDFD, []))
+    return why

@@ -122,6 +122,9 @@ limit = resource.getrlimit(resource.RLIMIT_NOFILE)
 if mode == "seccomp-alone":
     from pytest_xtc.core.workers import fence
     fence.landlock_abi = lambda: 0
+if mode == "landlock-refused":  # a kernel that has the ABI but refuses the domain
+    from pytest_xtc.core.workers import fence
+    fence._scope = lambda: "no Landlock domain: refused (a test)"
 if mode == "hosted":
     adapter = IsolatedAdapter(TargetSpec("faulty", "host"),
                               EntryPoint("faulty", "faulty:Target", registry.GROUP))
@@ -160,9 +163,10 @@ def session(tmp_path: Path, fault: str, mode: str) -> dict[str, object]:
 
 
 #: hosted: through the isolated host; forked: forked from the session; seccomp-alone: so,
-#: Landlock left out (as on a kernel before 6.12)
+#: Landlock left out (as on a kernel before 6.12); landlock-refused: its domain refused
 RUNS = [(fault, mode) for fault in sorted(FAULTS) for mode in ("hosted", "forked")]
-RUNS += [(fault, "seccomp-alone") for fault in sorted(FAULTS) if fault not in LANDLOCK_ONLY]
+RUNS += [(fault, mode) for fault in sorted(FAULTS) if fault not in LANDLOCK_ONLY
+         for mode in ("seccomp-alone", "landlock-refused")]
 
 
 @pytest.mark.parametrize(("fault", "mode"), RUNS)
