@@ -201,11 +201,14 @@ def unpack(frame: bytes, passed: Sequence[int] = ()) -> Any:
     return pickle.loads(data, buffers=views)
 
 
-def write_frame(fd: int, data: bytes) -> None:
-    """``data`` with its length in front."""
-    view = memoryview(len(data).to_bytes(8, "little") + data)
+def _write_all(fd: int, view: memoryview) -> None:
     while view:
         view = view[os.write(fd, view) :]
+
+
+def write_frame(fd: int, data: bytes) -> None:
+    """``data`` with its length in front."""
+    _write_all(fd, memoryview(len(data).to_bytes(8, "little") + data))
 
 
 def send(fd: int, packed: Packed) -> None:
@@ -220,9 +223,7 @@ def send(fd: int, packed: Packed) -> None:
         done = socket.send_fds(sock, [data[:8]], list(packed.files))
     finally:
         sock.detach()
-    view = memoryview(data)[done:]
-    while view:
-        view = view[os.write(fd, view) :]
+    _write_all(fd, memoryview(data)[done:])
 
 
 def _read_exactly(fd: int, size: int) -> bytes | None:
