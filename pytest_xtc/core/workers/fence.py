@@ -170,7 +170,7 @@ def landlock_abi() -> int:
 def _scope() -> str | None:
     """Enter a Landlock domain of this process's own, its signals scoped to it (ptrace and
     the ``/proc/<pid>`` files that need ptrace's leave are scoped by any domain); None when
-    done, else why not. Needs ``no_new_privs`` (the seccomp layer sets it)."""
+    done, else why not. Needs ``no_new_privs`` (:func:`install` sets it first)."""
     attr = _RulesetAttr(0, 0, _SCOPE_SIGNAL)
     ruleset = int(libc().syscall(ctypes.c_long(_CREATE_RULESET), ctypes.byref(attr),
                                ctypes.c_long(ctypes.sizeof(attr)), ctypes.c_long(0)))
@@ -186,31 +186,33 @@ def _scope() -> str | None:
 
 
 def _load(program: list[tuple[int, int, int, int]]) -> bool:
-    """Install a seccomp filter (``no_new_privs`` first); whether the kernel took it."""
+    """Install a seccomp filter (``no_new_privs`` is set); whether the kernel took it."""
     raw = b"".join(struct.pack("<HBBI", *step) for step in program)
     buffer = ctypes.create_string_buffer(raw)
     fprog = _Fprog(len(program), ctypes.addressof(buffer))
-    return libc().prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 and \
-        libc().prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.addressof(fprog), 0, 0) == 0
+    return libc().prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.addressof(fprog), 0,
+                        0) == 0
 
 
 def install() -> str | None:
     """Fence this process (and what it starts) in; None when both layers are in, else why
-    not: "no fence: ..." (neither), "no Landlock domain: ..." (the seccomp layer alone)."""
+    not: "no fence: ..." (neither), "no Landlock domain: ..." (the seccomp layer alone).
+    The Landlock domain comes first: where it is missing, the seccomp filter also refuses
+    the calls that take a pidfd."""
     machine = platform.machine()
     arch = _ARCHES.get(machine)
     if not sys.platform.startswith("linux") or arch is None:
         return f"no fence on {sys.platform} {machine}"
+    if libc().prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        return f"no fence: the kernel refused it ({os.strerror(ctypes.get_errno())})"
     code, checked, refused = arch
-    scoped = landlock_abi() >= _SCOPED_ABI
-    if not scoped:
+    why = _scope() if landlock_abi() >= _SCOPED_ABI else (
+        f"no Landlock domain: this kernel's Landlock ABI is {landlock_abi()} (signal "
+        f"scoping needs {_SCOPED_ABI}, Linux 6.12); the seccomp layer alone")
+    if why is not None:
         refused = (*refused, *_BY_PIDFD)
     if not _load(_program(code, checked, refused, protected(), _OWN[machine], os.getpid())):
-        return f"no fence: the kernel refused it ({os.strerror(ctypes.get_errno())})"
-    if not scoped:
-        return (f"no Landlock domain: this kernel's Landlock ABI is {landlock_abi()} (signal "
-                f"scoping needs {_SCOPED_ABI}, Linux 6.12); the seccomp layer alone")
-    why = _scope()
-    if why is not None:  # a domain refused after all: the pidfd calls go as without one
-        _load(_program(code, {}, _BY_PIDFD, []))
+        return (f"no fence: the kernel refused the seccomp filter "
+                f"({os.strerror(ctypes.get_errno())})"
+                + ("; only the Landlock domain holds" if why is None else ""))
     return why
