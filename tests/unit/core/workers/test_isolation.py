@@ -414,8 +414,7 @@ def test_one_place_chooses_where_a_case_runs(tmp_path, monkeypatch) -> None:
 def _sums(request: Any, report: Any) -> tuple[list[float], Any]:
     import numpy as np
 
-    arrays = request
-    return [float(a.sum()) for a in arrays], np.full(1 << 16, 2.0)  # a large reply
+    return [float(a.sum()) for a in request], np.full(1 << 16, 2.0)  # a large reply
 
 
 class _Forwarding:
