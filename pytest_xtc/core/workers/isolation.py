@@ -192,17 +192,19 @@ class Worker:
         self._sent_at = time.perf_counter()
         ident = next(_ids)
         packed = transfer.pack((ident, first_phase, request))
+        requests = replies = -1
         try:
+            requests, replies = self._hold(first_phase, pid)
             try:
-                transfer.send(self.requests, packed)
+                transfer.send(requests, packed)
             except OSError:  # the child died between requests
                 raise ChildFailure(first_phase, *self._death(first_phase, pid)) from None
             meanwhile, self._meanwhile = self._meanwhile, None  # once, whatever the tries
             if meanwhile is not None:
                 meanwhile()
-            message = self._watch(ident, limits, on_phase, packed, pid)
+            message = self._watch(ident, limits, on_phase, packed, pid, replies)
             with contextlib.suppress(OSError):
-                transfer.write_frame(self.requests, ACK)  # the child may free what it sent, now
+                transfer.write_frame(requests, ACK)  # the child may free what it sent, now
         except BaseException as exc:
             begun = self._begun  # the successor's warm-up is a call of its own
             if not self._stopped_elsewhere(pid):  # then the session ends: no successor
@@ -211,7 +213,31 @@ class Worker:
             raise
         finally:
             packed.close()
+            for fd in (requests, replies):
+                if fd >= 0:
+                    os.close(fd)
         return message
+
+    def _hold(self, phase: str, pid: int) -> tuple[int, int]:
+        """This call's own copies of the child ``pid``'s request and reply ends. A stop()
+        from another thread closes the worker's, never these: the waiting thread then
+        reads the child's end closed, instead of a closed number (or one that an open
+        elsewhere was given meanwhile)."""
+        held: list[int] = []
+        try:
+            for fd in (self.requests, self.replies):
+                held.append(os.dup(fd))
+        except OSError:
+            for fd in held:
+                os.close(fd)
+            if self.pid == pid:  # not stopped: this process is out of descriptors
+                raise
+            held = []
+        if held and self.pid == pid:  # copied before any stop closed the originals
+            return held[0], held[1]
+        for fd in held:
+            os.close(fd)
+        raise ChildFailure(phase, *self._death(phase, pid))
 
     def start(self) -> None:
         """Fork the child now, unless this process already has one."""
@@ -330,6 +356,7 @@ class Worker:
         on_phase: Report | None,
         packed: transfer.Packed,
         pid: int,
+        replies: int,
     ) -> Message:
         """Follow the child ``pid``'s phase reports under their limits until its reply.
         Each phase is timed from when the child sent its report (``Message.at``, the
@@ -345,11 +372,11 @@ class Worker:
             remaining = deadline - time.perf_counter()
             if remaining <= 0:
                 raise self._timeout(phase, limits.get(phase, TRANSFER_S))
-            ready, _, _ = select.select([self.replies], [], [], min(remaining, INTERRUPT_S))
+            ready, _, _ = select.select([replies], [], [], min(remaining, INTERRUPT_S))
             interrupts.check()  # a Ctrl-C swallowed elsewhere still ends the wait
             if not ready:
                 continue
-            chunk = os.read(self.replies, 1 << 20)
+            chunk = os.read(replies, 1 << 20)
             if not chunk:  # the child is gone without a result
                 raise ChildFailure(phase, *self._death(phase, pid))
             buffer += chunk
