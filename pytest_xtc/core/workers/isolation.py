@@ -230,10 +230,10 @@ class Worker:
         except OSError:
             for fd in held:
                 os.close(fd)
-            if self.pid == pid:  # not stopped: this process is out of descriptors
+            if pid and self.pid == pid:  # not stopped: this process is out of descriptors
                 raise
             held = []
-        if held and self.pid == pid:  # copied before any stop closed the originals
+        if held and pid and self.pid == pid:  # copied before any stop closed the originals
             return held[0], held[1]
         for fd in held:
             os.close(fd)

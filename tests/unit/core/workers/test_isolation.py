@@ -450,3 +450,18 @@ def test_large_operands_reach_fenced_workers_two_levels_down() -> None:
                 assert back.shape == (1 << 16,) and float(back.sum()) == 2.0 * (1 << 16)
         finally:
             worker.stop()
+
+
+@pytest.mark.parametrize("numbers", ["closed", "given to another open"])
+def test_a_call_whose_worker_another_thread_stopped_first_says_stopped(numbers: str) -> None:
+    """A stop() between the call's fork and its copy of the pipe ends (the pid read as 0):
+    the call ends "stopped", never copying a closed number (it raised OSError) nor one an
+    open elsewhere was given meanwhile (the request went into that file)."""
+    worker = isolation.Worker(lambda request, report: None)
+    worker.start()
+    worker.stop()
+    with open(os.devnull, "wb") as elsewhere:
+        if numbers != "closed":
+            worker.requests = worker.replies = elsewhere.fileno()
+        with pytest.raises(isolation.ChildFailure, match="stopped"):
+            worker._hold("run", 0)
