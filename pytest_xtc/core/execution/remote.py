@@ -35,7 +35,7 @@ from pytest_xtc.core.adapter import (
     Timing,
 )
 from pytest_xtc.core.limits import check_limit, worker_memory_limit
-from pytest_xtc.core.workers import isolation
+from pytest_xtc.core.workers import isolation, template
 
 if TYPE_CHECKING:
     import numpy as np
@@ -278,6 +278,7 @@ class _HostHandler:
         if adapter is None:
             adapter = state["adapter"] = _build(self.entry, self.spec, state["scratch"])
             # the host is the template: each case in a child of its own, forked from it
+            template.relay_quietly()
             state["inner"] = isolation.Worker(_inner_handler(adapter),
                                               worker_memory_limit(adapter), fresh=True,
                                               defer_next=True)

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_xtc.core.workers import containment, fence, hygiene, transfer
+from pytest_xtc.core.workers import containment, fence, hygiene, template, transfer
 
 Report = Callable[[str], None]
 Handler = Callable[[Any, Report], Any]
@@ -56,6 +56,7 @@ def child(
     """The forked child: contain it, then serve requests until the pipe closes."""
     code = 70
     try:
+        template.case_policy()
         os.setsid()
         containment.die_with(parent)
         hygiene.become_subreaper()

@@ -18,6 +18,36 @@ _NAMES = {getattr(resource, n): n for n in sorted(dir(resource), reverse=True)
 _LIMITS = tuple(sorted(_NAMES))
 
 
+#: The scheduling policy this template's children run cases under, when it took another
+#: for itself (:func:`relay_quietly`); None: theirs is its own.
+_case_policy: int | None = None
+
+
+def relay_quietly() -> None:
+    """Let this template (an adapter's host, relaying between pytest and its cases) wake
+    without preempting the process that woke it: ``SCHED_BATCH``, taken only from the
+    default policy. Each report a case's process sends up wakes the host; under the
+    default policy the host then took the CPU from the case (its compile, its kernel)
+    until it had passed the report on. The case's own process goes back to the default
+    policy as it starts (:func:`case_policy`): the kernel runs as the user's would."""
+    global _case_policy
+    if not hasattr(os, "SCHED_BATCH") or os.sched_getscheduler(0) != os.SCHED_OTHER:
+        return  # another platform, or the user's own choice of policy: kept
+    try:
+        os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
+    except OSError:
+        return
+    _case_policy = os.SCHED_OTHER
+
+
+def case_policy() -> None:
+    """In a child just forked: the policy its cases run under (see :func:`relay_quietly`)."""
+    global _case_policy
+    if _case_policy is not None:
+        os.sched_setscheduler(0, _case_policy, os.sched_param(0))
+        _case_policy = None
+
+
 class TemplateChanged(RuntimeError):
     """Something outside lowered the template's limits, and it cannot raise them back."""
 

@@ -380,3 +380,32 @@ def test_reaping_adopted_orphans_leaves_a_subprocess_its_exit_status() -> None:
         time.sleep(0.02)
     containment.reap_dying()
     assert run.wait(timeout=10) == 3
+
+
+POLICY = """
+import os, sys
+from pytest_xtc.core.workers import isolation, template
+if sys.argv[1] == "idle":  # the user's own choice, for the whole session
+    os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+template.relay_quietly()
+worker = isolation.Worker(lambda request, report: os.sched_getscheduler(0), fresh=True)
+print(os.sched_getscheduler(0), worker.call(None, {"transfer": 30.0}, "transfer"))
+worker.stop()
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="scheduling policies: Linux")
+@pytest.mark.parametrize("session", ["default", "idle"])
+def test_a_host_relays_without_preempting_and_its_cases_run_as_the_user_would(
+    session: str,
+) -> None:
+    """The host takes ``SCHED_BATCH`` (its wake-ups then leave the case's process on its
+    CPU); each case's process runs under the session's policy, as plain XTC's would. A
+    policy the user chose (idle here) is left to host and cases alike."""
+    done = subprocess.run([sys.executable, "-c", POLICY, session], capture_output=True,
+                          text=True, timeout=60, check=True)
+    host, case = map(int, done.stdout.split())
+    if session == "default":
+        assert (host, case) == (os.SCHED_BATCH, os.SCHED_OTHER)
+    else:
+        assert (host, case) == (os.SCHED_IDLE, os.SCHED_IDLE)
