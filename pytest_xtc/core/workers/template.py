@@ -1,12 +1,14 @@
 """The state of a template (the process a worker's children are forked from) that another
 process of the same user can change from outside: resource limits (``prlimit``), the CPU
-affinity (``sched_setaffinity``) and the niceness (``setpriority``). A kernel can reach its
+affinity (``sched_setaffinity``), the niceness (``setpriority``) and the scheduling
+policy (``sched_setscheduler``). A kernel can reach its
 worker's parent so, and every child forked after would inherit the change. A
 :class:`~pytest_xtc.core.workers.isolation.Worker` takes this state when it is made and,
 before each fork, raises back what was lowered since (:func:`restore`)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 from dataclasses import dataclass
@@ -41,10 +43,13 @@ def relay_quietly() -> None:
 
 
 def case_policy() -> None:
-    """In a child just forked: the policy its cases run under (see :func:`relay_quietly`)."""
+    """In a child just forked: the policy its cases run under (see :func:`relay_quietly`);
+    where it may not take it back (a policy set from outside, no privilege), the one it
+    has: a timing is then slower, never a verdict changed."""
     global _case_policy
     if _case_policy is not None:
-        os.sched_setscheduler(0, _case_policy, os.sched_param(0))
+        with contextlib.suppress(OSError):
+            os.sched_setscheduler(0, _case_policy, os.sched_param(0))
         _case_policy = None
 
 
@@ -57,6 +62,7 @@ class Reachable:
     limits: tuple[tuple[int, int, int], ...]  # (resource, soft, hard)
     affinity: frozenset[int] | None
     niceness: int
+    policy: int | None  # the scheduling policy (None: not on this platform)
 
 
 def take() -> Reachable:
@@ -64,7 +70,8 @@ def take() -> Reachable:
     limits = tuple((r, *resource.getrlimit(r)) for r in _LIMITS)
     affinity = (frozenset(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
                 else None)
-    return Reachable(limits, affinity, os.getpriority(os.PRIO_PROCESS, 0))
+    policy = os.sched_getscheduler(0) if hasattr(os, "sched_getscheduler") else None
+    return Reachable(limits, affinity, os.getpriority(os.PRIO_PROCESS, 0), policy)
 
 
 def _below(value: int, then: int) -> bool:
@@ -109,6 +116,13 @@ def restore(baseline: Reachable) -> list[str]:
         except OSError:
             done.append(f"niceness raised from outside to {now.niceness} and not lowered "
                         "back (no privilege): timings may be slower")
+    if now.policy != baseline.policy and baseline.policy is not None:
+        try:
+            os.sched_setscheduler(0, baseline.policy, os.sched_param(0))
+            done.append(f"scheduling policy set from outside to {now.policy}: restored")
+        except OSError:
+            done.append(f"scheduling policy set from outside to {now.policy} and not "
+                        "restored (no privilege): timings may be slower")
     if stuck:
         raise TemplateChanged(
             "the worker's template process had its limits lowered from outside (by a "

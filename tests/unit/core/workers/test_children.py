@@ -48,6 +48,8 @@ FAULTS = {
     # from outside: the worker's parent (the host, the template) and its other children
     "kills-the-hosts-other-children": "signal_siblings(signal.SIGKILL)",
     "stops-the-hosts-other-children": "signal_siblings(signal.SIGSTOP)",
+    "sets-the-hosts-policy-idle": "os.sched_setscheduler(os.getppid(), os.SCHED_IDLE, "
+                                  "os.sched_param(0))",
     "lowers-the-hosts-file-limits": "resource.prlimit(os.getppid(), resource.RLIMIT_NOFILE, "
                                     "(12, 12))",
     "lowers-the-hosts-memory-limit": "resource.prlimit(os.getppid(), resource.RLIMIT_AS, "
@@ -205,8 +207,8 @@ def test_a_kernel_cannot_kill_another_targets_host(
 
 def test_what_a_case_lowers_in_its_template_from_outside_is_raised_back() -> None:
     """template.restore: a soft limit lowered (as ``prlimit`` from another process would)
-    is raised back; a hard one too where this process may, else it is named; the CPUs and
-    the priority too (the priority where this process may)."""
+    is raised back; a hard one too where this process may, else it is named; the CPUs, the
+    priority and the scheduling policy too (the last two where this process may)."""
     from pytest_xtc.core.workers import template
 
     code = textwrap.dedent("""
@@ -231,6 +233,10 @@ def test_what_a_case_lowers_in_its_template_from_outside_is_raised_back() -> Non
         notes = template.restore(now)
         assert os.sched_getaffinity(0) == cpus, notes
         assert os.getpriority(os.PRIO_PROCESS, 0) == now.niceness or "not lowered" in notes[-1]
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+        notes = template.restore(now)
+        assert os.sched_getscheduler(0) == now.policy or "not restored" in notes[-1], notes
+        assert "scheduling policy set from outside to 5" in notes[-1], notes
     """)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60, check=False)
@@ -409,3 +415,21 @@ def test_a_host_relays_without_preempting_and_its_cases_run_as_the_user_would(
         assert (host, case) == (os.SCHED_BATCH, os.SCHED_OTHER)
     else:
         assert (host, case) == (os.SCHED_IDLE, os.SCHED_IDLE)
+
+
+def test_a_case_process_that_may_not_take_the_sessions_policy_back_still_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A host set to ``SCHED_IDLE`` from outside (a hostile case, as another user's
+    process could), for a user without the privilege to leave it: each later case's
+    process keeps the policy it has (a slower timing) instead of failing to start (every
+    later case "crashed": a verdict changed)."""
+    from pytest_xtc.core.workers import template
+
+    def refused(*args: object) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(template, "_case_policy", os.SCHED_OTHER)
+    monkeypatch.setattr(os, "sched_setscheduler", refused)
+    template.case_policy()
+    assert template._case_policy is None
