@@ -1,8 +1,8 @@
 """The state of a template (the process a worker's children are forked from) that another
 process of the same user can change from outside: resource limits (``prlimit``), the CPU
 affinity (``sched_setaffinity``), the niceness (``setpriority``) and the scheduling
-policy (``sched_setscheduler``). A kernel can reach its
-worker's parent so, and every child forked after would inherit the change. A
+policy (``sched_setscheduler``). A kernel can reach its worker's parent so, and every
+child forked after would inherit the change. A
 :class:`~pytest_xtc.core.workers.isolation.Worker` takes this state when it is made and,
 before each fork, raises back what was lowered since (:func:`restore`)."""
 
