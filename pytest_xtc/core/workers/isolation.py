@@ -228,12 +228,11 @@ class Worker:
             for fd in (self.requests, self.replies):
                 held.append(os.dup(fd))
         except OSError:
-            for fd in held:
-                os.close(fd)
             if pid and self.pid == pid:  # not stopped: this process is out of descriptors
+                for fd in held:
+                    os.close(fd)
                 raise
-            held = []
-        if held and pid and self.pid == pid:  # copied before any stop closed the originals
+        if len(held) == 2 and pid and self.pid == pid:  # copied before a stop closed them
             return held[0], held[1]
         for fd in held:
             os.close(fd)

@@ -63,6 +63,7 @@ class Reachable:
     affinity: frozenset[int] | None
     niceness: int
     policy: int | None  # the scheduling policy (None: not on this platform)
+    priority: int  # its static priority (0 but for the real-time policies)
 
 
 def take() -> Reachable:
@@ -70,8 +71,10 @@ def take() -> Reachable:
     limits = tuple((r, *resource.getrlimit(r)) for r in _LIMITS)
     affinity = (frozenset(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
                 else None)
-    policy = os.sched_getscheduler(0) if hasattr(os, "sched_getscheduler") else None
-    return Reachable(limits, affinity, os.getpriority(os.PRIO_PROCESS, 0), policy)
+    scheduled = hasattr(os, "sched_getscheduler")
+    policy = os.sched_getscheduler(0) if scheduled else None
+    priority = os.sched_getparam(0).sched_priority if scheduled else 0
+    return Reachable(limits, affinity, os.getpriority(os.PRIO_PROCESS, 0), policy, priority)
 
 
 def _below(value: int, then: int) -> bool:
@@ -116,9 +119,10 @@ def restore(baseline: Reachable) -> list[str]:
         except OSError:
             done.append(f"niceness raised from outside to {now.niceness} and not lowered "
                         "back (no privilege): timings may be slower")
-    if now.policy != baseline.policy and baseline.policy is not None:
+    if (now.policy, now.priority) != (baseline.policy, baseline.priority) \
+            and baseline.policy is not None:
         try:
-            os.sched_setscheduler(0, baseline.policy, os.sched_param(0))
+            os.sched_setscheduler(0, baseline.policy, os.sched_param(baseline.priority))
             done.append(f"scheduling policy set from outside to {now.policy}: restored")
         except OSError:
             done.append(f"scheduling policy set from outside to {now.policy} and not "

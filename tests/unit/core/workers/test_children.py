@@ -388,6 +388,31 @@ def test_reaping_adopted_orphans_leaves_a_subprocess_its_exit_status() -> None:
     assert run.wait(timeout=10) == 3
 
 
+REAL_TIME = """
+import os
+from pytest_xtc.core.workers import template
+try:
+    os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+except PermissionError:
+    print("refused"); raise SystemExit
+baseline = template.take()
+os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+print(template.restore(baseline), os.sched_getscheduler(0), os.sched_getparam(0).sched_priority)
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_FIFO"), reason="scheduling policies: Linux")
+def test_a_real_time_template_gets_its_priority_back_with_its_policy() -> None:
+    """A session run under a real-time policy (``chrt -f 1``) whose template a case set to
+    the default policy: the policy is put back with its priority (asked with priority 0,
+    the kernel refused it, and the note blamed a missing privilege)."""
+    done = subprocess.run([sys.executable, "-c", REAL_TIME], capture_output=True, text=True,
+                          timeout=60, check=True)
+    if done.stdout.strip() == "refused":
+        pytest.skip("this user may not take a real-time policy")
+    assert done.stdout.rstrip().endswith(f"restored'] {os.SCHED_FIFO} 1"), done.stdout
+
+
 POLICY = """
 import os, sys
 from pytest_xtc.core.workers import isolation, template

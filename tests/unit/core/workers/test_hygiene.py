@@ -523,7 +523,7 @@ def test_faulty_kernels_leave_every_other_verdict_as_a_clean_run(
 
 
 STOPPED_WHILE_WAITED = """
-import sys, threading, time
+import sys, threading, time, types
 from pytest_xtc.core.workers import isolation
 if sys.argv[1:] == ["late"]:  # the waiting thread reads only after the stop closed the pipes
     select = isolation.select.select
@@ -534,7 +534,7 @@ if sys.argv[1:] == ["late"]:  # the waiting thread reads only after the stop clo
             time.sleep(1.0)
         return ready
 
-    isolation.select = type("select", (), {"select": staticmethod(late)})
+    isolation.select = types.SimpleNamespace(select=late)
 worker = isolation.Worker(lambda request, report: time.sleep(30))
 worker.start()
 found = []
