@@ -78,7 +78,7 @@ class Imported:
 def _models(path: Path, name: str | None) -> list[Path]:
     if not path.is_dir():
         return [path]
-    found = sorted(p for p in path.glob("*.onnx") if p.is_file())
+    found = sorted(path.glob("*.onnx"))  # each read as a model: a FIFO is refused, by name
     if not found:
         raise CommandError(f"{path}: a folder with no *.onnx model; give a model or a "
                            "folder of them")

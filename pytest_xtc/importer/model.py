@@ -16,7 +16,7 @@ import onnx
 from google.protobuf.message import DecodeError
 from onnx import helper, numpy_helper
 
-from pytest_xtc.core.cases.textfile import one_line
+from pytest_xtc.core.cases.textfile import UnreadableFile, one_line, read_bytes
 
 DTYPES: dict[int, str] = {onnx.TensorProto.FLOAT: "float32",
                           onnx.TensorProto.DOUBLE: "float64"}
@@ -129,19 +129,20 @@ def case_prefix(text: str) -> str:
 
 
 def _read(path: Path) -> Any:
+    """The model's protobuf, read only from a regular file (a FIFO or a device named
+    ``.onnx`` is refused before it is opened for reading: it could block or never end)."""
     try:
-        size = path.stat().st_size
-        head = path.open("rb").read(2)
-    except OSError as exc:
-        raise ModelError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    if size > MAX_MODEL_BYTES:
-        raise ModelError(f"{path}: {size / 2**30:.1f} GiB is over protobuf's 2 GiB limit; "
-                         "save the model with its weights as external data")
+        data = read_bytes(path, MAX_MODEL_BYTES)
+    except UnreadableFile as exc:
+        if str(exc).startswith("larger than"):
+            raise ModelError(f"{path}: over protobuf's 2 GiB limit; save the model with its "
+                             "weights as external data") from None
+        raise ModelError(f"{path}: {exc}") from None
     try:
-        proto = onnx.load(str(path), load_external_data=False)
+        proto = onnx.load_model_from_string(data)
     except DecodeError as exc:
         # An ONNX file opens with field 1 (ir_version, a varint): 0x08 and a small number.
-        if head[:1] == b"\x08" and head[1:2] and head[1] < 0x20:
+        if data[:1] == b"\x08" and data[1:2] and data[1] < 0x20:
             raise ModelError(f"{path}: truncated or corrupt ONNX file ({one_line(exc)}); "
                              "export or copy it again") from None
         raise ModelError(f"{path}: not an ONNX model (protobuf: {one_line(exc)})") from None

@@ -364,3 +364,23 @@ def test_an_unexpected_error_is_one_line_exit_4(tmp_path: Path, monkeypatch: pyt
     monkeypatch.setattr(cli, "cmd_verify", broken)
     code, err = cli_status(capsys, "verify", str(tmp_path))
     assert code == 4 and err.count("\n") == 1 and "internal error: KeyError" in err, err
+
+
+@pytest.mark.parametrize("given", ["the model", "its folder"])
+def test_a_fifo_named_as_an_onnx_model_is_refused_at_once(
+        tmp_path: Path, given: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """``xtc-conformance import`` of a FIFO named ``net.onnx`` waited forever (the model was
+    opened for reading before its kind was known); in a folder, it was skipped without a
+    word. Now one line naming it, exit 3 (bad input), nothing written."""
+    pytest.importorskip("onnx")
+    folder = tmp_path / "models"
+    folder.mkdir()
+    named = fifo(folder / "net.onnx")
+    out = tmp_path / "out"
+    start = time.monotonic()
+    status = cli.main(["import", str(named if given == "the model" else folder), "--out", str(out)])
+    assert time.monotonic() - start < 5
+    said = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert status == 3 and len(said) == 1, said
+    assert str(named) in said[0] and "FIFO" in said[0], said
+    assert not out.exists()

@@ -29,10 +29,13 @@ def read_bytes(path: Path, limit: int) -> bytes:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
         raise UnreadableFile(f"cannot read: {exc.strerror or exc}") from None
-    mode = os.fstat(fd).st_mode
-    if not stat.S_ISREG(mode):
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
         os.close(fd)
-        raise UnreadableFile(f"{_kind(mode)}, not a regular file; give a regular file")
+        raise UnreadableFile(f"{_kind(info.st_mode)}, not a regular file; give a regular file")
+    if info.st_size > limit:  # refused before a byte of it is read
+        os.close(fd)
+        raise UnreadableFile(f"larger than {limit >> 20} MiB")
     os.set_blocking(fd, True)
     with os.fdopen(fd, "rb") as file:
         try:
