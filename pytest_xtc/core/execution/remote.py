@@ -257,7 +257,7 @@ class IsolatedAdapter(TargetAdapter):
 
 
 def _cause(exc: isolation.ChildFailure) -> str:
-    if exc.cause.startswith("timed out"):
+    if exc.cause.startswith(("timed out", isolation.REFUSED)):
         return exc.cause
     return f"crashed: {exc.cause}"
 

@@ -48,7 +48,7 @@ from typing import Any, TypeVar
 
 from pytest_xtc.core.limits import check_limit
 from pytest_xtc.core.outcome import Failure, FailureKind
-from pytest_xtc.core.workers import interrupts, template, transfer
+from pytest_xtc.core.workers import interrupts, template, transfer, unpickling
 from pytest_xtc.core.workers.children import Child, ChildFailure, available, how_it_ended, spawn
 from pytest_xtc.core.workers.containment import kill_tree, reap_dying
 from pytest_xtc.core.workers.hygiene import process_state
@@ -56,13 +56,15 @@ from pytest_xtc.core.workers.output import OutputTail
 from pytest_xtc.core.workers.serving import ACK, TRANSFER, Handler, HandlerError, Message, Report
 from pytest_xtc.core.workers.template import TemplateChanged
 
-__all__ = ["TRANSFER", "ChildFailure", "Handler", "HandlerError", "Report", "Worker",
+__all__ = ["REFUSED", "TRANSFER", "ChildFailure", "Handler", "HandlerError", "Report", "Worker",
            "available", "call_isolated", "check_limit"]
 
 T = TypeVar("T")
 OUTPUT_TAIL = 800  # characters of the child's last output quoted in a failure
 TRANSFER_S = 300.0  # its limit, a backstop: a GiB moves in about a second
 INTERRUPT_S = 0.25  # how often a wait looks for a Ctrl-C swallowed elsewhere
+MAX_FRAME = 256 << 20  # the largest reply frame taken (inline buffers are under 64 KiB)
+REFUSED = "sent a reply that is not one"  # how a child that wrote anything else ended
 
 
 _ids = itertools.count(1)
@@ -379,10 +381,20 @@ class Worker:
             if not chunk:  # the child is gone without a result
                 raise ChildFailure(phase, *self._death(phase, pid))
             buffer += chunk
-            while len(buffer) >= 8 and len(buffer) >= 8 + int.from_bytes(buffer[:8], "little"):
+            while len(buffer) >= 8:
                 size = int.from_bytes(buffer[:8], "little")
-                message: Message = transfer.unpack(bytes(buffer[8 : 8 + size]))
+                if size > MAX_FRAME:  # a reply is small: its arrays come by shared memory
+                    raise self._refused(phase, f"a frame of {size} bytes announced (a reply "
+                                               f"takes at most {MAX_FRAME >> 20} MiB)")
+                if len(buffer) < 8 + size:
+                    break
+                try:
+                    message = transfer.unpack(bytes(buffer[8 : 8 + size]), sender=pid)
+                except unpickling.Unreadable as exc:
+                    raise self._refused(phase, str(exc)) from None
                 del buffer[: 8 + size]
+                if not isinstance(message, Message):
+                    raise self._refused(phase, f"a {type(message).__name__} sent as a message")
                 if message.id != ident:  # a stale reply: never this call's
                     continue
                 now = min(max(message.at, since), time.perf_counter())
@@ -400,6 +412,14 @@ class Worker:
                 deadline = now + limits.get(phase, TRANSFER_S)
                 if on_phase is not None:
                     on_phase(phase)
+
+    def _refused(self, phase: str, why: str) -> ChildFailure:
+        """The child wrote into its reply pipe what no worker sends (a kernel may write
+        anything there): it is ended, and nothing it sent is believed."""
+        self.stop()
+        cause = f"{REFUSED}: {why}"
+        return ChildFailure(phase, f"{phase}: the worker {cause}{self._tail()}", cause,
+                            FailureKind(Failure.EXCEPTION, "UnreadableReply"))
 
     def _timeout(self, phase: str, seconds: float) -> ChildFailure:
         self.stop()

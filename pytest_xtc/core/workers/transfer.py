@@ -26,12 +26,15 @@ import mmap
 import os
 import pickle
 import socket
+import stat
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from pytest_xtc.core.workers import unpickling
 
 INLINE_MAX = 1 << 16  # out-of-band buffers below this (a pipe's capacity) go through it
 #: The capacity asked for a worker's pipes (Linux's largest without privileges; 64 KiB
@@ -180,15 +183,28 @@ def _write(copies: list[tuple[pickle.PickleBuffer, memoryview]]) -> int:
     return fd
 
 
-def unpack(frame: bytes, passed: Sequence[int] = ()) -> Any:
+def unpack(frame: bytes, passed: Sequence[int] = (), sender: int = 0) -> Any:
     """The message a frame from :func:`pack` holds (while its sender still keeps it). Its
     shared files are ``passed`` (received with it, taken over here), else opened through
-    ``/proc/<sender>/fd``."""
-    data, parts, pid, files = pickle.loads(frame)
+    ``/proc/<sender>/fd``. ``sender``: the child that sent a reply, whose bytes are not
+    believed (:mod:`unpickling`: only a reply's kinds of value; the files its own, regular
+    ones); raises :class:`~unpickling.Unreadable` for anything else."""
+    if not sender:
+        data, parts, pid, files = pickle.loads(frame)
+    else:
+        data, parts, pid, files = _checked_head(unpickling.loads_plain(frame), sender)
     if len(passed) != len(files):  # none passed (a pipe), or a frame not sent so
         for fd in passed:
             os.close(fd)
-        passed = [os.open(f"/proc/{pid}/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC) for fd in files]
+        opened: list[int] = []
+        try:
+            for fd in files:
+                opened.append(_open_shared(pid, fd, sender))
+        except BaseException:
+            for fd in opened:
+                os.close(fd)
+            raise
+        passed = opened
     mapped: list[memoryview] = []
     for n, fd in enumerate(passed):
         try:
@@ -198,7 +214,40 @@ def unpack(frame: bytes, passed: Sequence[int] = ()) -> Any:
                 os.close(later)
             raise
     views = [mapped[index][offset : offset + size] for index, offset, size in parts]
+    if sender:
+        return unpickling.loads(data, buffers=views)
     return pickle.loads(data, buffers=views)
+
+
+def _checked_head(head: Any, sender: int) -> tuple[bytes, list[Any], int, list[int]]:
+    """A reply's outer frame, checked: its own process, plain numbers."""
+    try:
+        data, parts, pid, files = head
+        ok = (isinstance(data, bytes) and pid == sender and len(files) <= MAX_FILES
+              and all(type(f) is int for f in files)
+              and all(len(p) == 3 and all(type(v) is int for v in p) for p in parts))
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise unpickling.Unreadable(f"not a reply of process {sender} (its frame names "
+                                    "another process or is not one)")
+    return data, list(parts), pid, list(files)
+
+
+def _open_shared(pid: int, fd: int, sender: int) -> int:
+    """The shared file ``fd`` of process ``pid``, opened here; from a ``sender``, only a
+    regular file (a memfd), opened without waiting (a FIFO named so would block)."""
+    flags = os.O_RDONLY | os.O_CLOEXEC | (os.O_NONBLOCK if sender else 0)
+    try:
+        opened = os.open(f"/proc/{pid}/fd/{fd}", flags)
+    except OSError as exc:
+        if not sender:
+            raise
+        raise unpickling.Unreadable(f"names a file it does not hold ({exc.strerror})") from None
+    if sender and not stat.S_ISREG(os.fstat(opened).st_mode):
+        os.close(opened)
+        raise unpickling.Unreadable("names a file that is not shared memory")
+    return opened
 
 
 def _write_all(fd: int, view: memoryview) -> None:

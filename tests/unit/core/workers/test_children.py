@@ -56,10 +56,12 @@ FAULTS = {
                                      "(50 << 20, resource.RLIM_INFINITY))",
     "lowers-pytests-file-limit": "resource.prlimit(grandparent(), resource.RLIMIT_NOFILE, "
                                  "(16, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))",
+    # up its reply pipe: bytes whose unpickling would call a function in the host
+    "forges-a-reply-setting-the-hosts-PATH": "forge_reply(os.putenv, ('PATH', '/nonexistent'))",
 }
 
 ADAPTER = '''
-import ctypes, os, resource, signal, subprocess, tempfile
+import contextlib, ctypes, os, resource, signal, subprocess, tempfile
 from pytest_xtc.targets.host import HostTarget
 
 HELD = []
@@ -79,6 +81,23 @@ def signal_siblings(number):
             for pid in map(int, listing.read().split()):
                 if pid != os.getpid():
                     os.kill(pid, number)
+
+
+def forge_reply(function, args):
+    """Write into every pipe this process may write (its reply pipe among them) a frame
+    whose unpickling calls ``function(*args)`` in the process reading it."""
+    import stat
+    from pytest_xtc.core.workers import transfer
+
+    class Payload:
+        def __reduce__(self):
+            return (function, args)
+
+    frame = transfer.pack(Payload()).frame
+    for name in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            if int(name) > 2 and stat.S_ISFIFO(os.fstat(int(name)).st_mode):
+                transfer.write_frame(int(name), frame)
 
 
 def broken_popen(*args, **kwargs):
@@ -458,3 +477,32 @@ def test_a_case_process_that_may_not_take_the_sessions_policy_back_still_runs(
     monkeypatch.setattr(os, "sched_setscheduler", refused)
     template.case_policy()
     assert template._case_policy is None
+
+
+FORGER = '''
+class Target(HostTarget):
+    def prepare(self, workdir):
+        super().prepare(workdir)
+        forge_reply(os.mkdir, ({marker!r},))
+'''
+
+
+def test_an_adapter_forging_its_hosts_reply_runs_nothing_in_pytest(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The host runs the adapter's own code (``prepare``): bytes it writes into the host's
+    reply pipe reach pytest, which never calls what they name (it created ``marker``
+    before); the adapter is unavailable, saying why."""
+    from pytest_xtc.core.adapter import Tier
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    marker = tmp_path / "made-by-pytest"
+    source = ADAPTER.split("class Target(HostTarget):")[0] + FORGER.format(marker=str(marker))
+    (tmp_path / "forging_adapter.py").write_text(source)
+    adapter = IsolatedAdapter(TargetSpec("forger", "host"), EntryPoint(
+        "forger", "forging_adapter:Target", registry.GROUP))
+    try:
+        probe = adapter.status()
+    finally:
+        adapter.stop()
+    assert not marker.exists()
+    assert probe.tier is Tier.UNAVAILABLE and "not one" in probe.reason, probe
