@@ -65,6 +65,9 @@ TRANSFER_S = 300.0  # its limit, a backstop: a GiB moves in about a second
 INTERRUPT_S = 0.25  # how often a wait looks for a Ctrl-C swallowed elsewhere
 MAX_FRAME = 256 << 20  # the largest reply frame taken (inline buffers are under 64 KiB)
 REFUSED = "sent a reply that is not one"  # how a child that wrote anything else ended
+#: Phase reports one call may make: each starts its phase's clock, so a child reporting
+#: without end (a kernel writing reports) would never time out.
+MAX_REPORTS = 256
 
 
 _ids = itertools.count(1)
@@ -362,7 +365,7 @@ class Worker:
         """Follow the child ``pid``'s phase reports under their limits until its reply.
         Each phase is timed from when the child sent its report (``Message.at``, the
         machine's monotonic clock), however late this process reads it."""
-        phase, buffer = TRANSFER, bytearray()
+        phase, buffer, reports = TRANSFER, bytearray(), 0
         since, arrived = self._sent_at, False  # when the last message left (or the request)
         if on_phase is not None:
             on_phase(phase)
@@ -397,7 +400,8 @@ class Worker:
                     raise self._refused(phase, f"a {type(message).__name__} sent as a message")
                 if message.id != ident:  # a stale reply: never this call's
                     continue
-                now = min(max(message.at, since), time.perf_counter())
+                sent = message.at if isinstance(message.at, float) else since
+                now = min(max(since, sent), time.perf_counter())  # a NaN: since
                 if message.kind != "phase":
                     if phase == TRANSFER:  # reported as the handler returned: the reply's way
                         self.moved_s += now - since
@@ -406,6 +410,10 @@ class Worker:
                     self.moved_s, arrived = self.moved_s + now - since, True
                     self._begun = True
                 packed.close()  # the child has its inputs
+                reports += 1  # each report starts a new clock: a bounded number of them
+                if reports > MAX_REPORTS:
+                    raise self._refused(phase, f"more than {MAX_REPORTS} phase reports in "
+                                               "one call (a worker makes a handful)")
                 phase, since = str(message.value), now
                 if phase not in limits and phase != TRANSFER:
                     raise ChildFailure(phase, f"the child reported an unknown phase {phase!r}")

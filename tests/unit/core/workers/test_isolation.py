@@ -465,3 +465,55 @@ def test_a_call_whose_worker_another_thread_stopped_first_says_stopped(numbers: 
             worker.requests = worker.replies = elsewhere.fileno()
         with pytest.raises(isolation.ChildFailure, match="stopped"):
             worker._hold("run", 0)
+
+
+def reports_without_end(request: Any, report: isolation.Report) -> None:
+    while True:  # every report starts its phase's clock again
+        report("run")
+
+
+@pytest.mark.timeout(120)  # before: a wait without end
+def test_a_child_reporting_phases_without_end_is_stopped() -> None:
+    """Each phase report starts that phase's clock: a kernel writing reports without end
+    (it may write into its reply pipe) was never timed out; the call now ends once it
+    passes the number of reports a worker makes."""
+    worker = isolation.Worker(reports_without_end)
+    try:
+        with pytest.raises(isolation.ChildFailure, match="more than 256 phase reports"):
+            worker.call(None, {"run": 60.0}, "run")
+    finally:
+        worker.stop()
+
+
+def late_or_unknown_clock(request: Any, report: isolation.Report) -> str:
+    from pytest_xtc.core.workers import transfer
+    from pytest_xtc.core.workers.serving import Message
+
+    ident = report.__defaults__[0]  # type: ignore[attr-defined]
+    stamped = Message("phase", "run", ident, at=math.nan)
+    transfer.write_frame(isolation_replies(), transfer.pack(stamped).frame)
+    time.sleep(0.5)
+    return "done"
+
+
+def isolation_replies() -> int:
+    """This child's reply pipe: its one pipe besides fds 0 to 2."""
+    import stat
+
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            if int(name) > 2 and stat.S_ISFIFO(os.fstat(int(name)).st_mode):
+                return int(name)
+        except OSError:  # the listing's own descriptor, closed by now
+            pass
+    raise AssertionError("no reply pipe")
+
+
+def test_a_report_stamped_not_a_number_is_timed_from_its_arrival() -> None:
+    """A NaN as a report's time made every later deadline NaN (never reached, and select
+    refused its timeout); it now counts from when the report before it left."""
+    worker = isolation.Worker(late_or_unknown_clock)
+    try:
+        assert worker.call(None, {"run": 60.0}, "run") == "done"
+    finally:
+        worker.stop()
