@@ -45,6 +45,10 @@ _CHUNK = 1 << 30  # bytes per write system call (Linux moves at most 2 GiB - 4 K
 MAX_FILES = 64  # shared files one message may pass along (SCM_RIGHTS takes 253)
 _CLOEXEC = getattr(socket, "MSG_CMSG_CLOEXEC", 0)  # passed files closed by exec (Linux)
 _segments: dict[int, tuple[int, int, int]] = {}  # start address: (end, fd, owner pid)
+#: Shared files are made sealable, and a reply's are sealed against shrinking by their
+#: reader before it maps them (Linux): a sender truncating one later cannot fault its reader.
+_SEALABLE = getattr(os, "MFD_ALLOW_SEALING", 0)
+_SHRINK = getattr(fcntl, "F_SEAL_SHRINK", 0) if hasattr(fcntl, "F_ADD_SEALS") else 0
 
 
 def pipe() -> tuple[int, int]:
@@ -94,7 +98,7 @@ def shared_empty(shape: Sequence[int], dtype: Any) -> np.ndarray:
     size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     if size < INLINE_MAX or not shared_memory_available():
         return np.empty(tuple(shape), dtype)
-    fd = os.memfd_create("pytest-xtc-array", os.MFD_CLOEXEC)
+    fd = os.memfd_create("pytest-xtc-array", os.MFD_CLOEXEC | _SEALABLE)
     try:
         os.ftruncate(fd, size)
     except BaseException:
@@ -168,7 +172,7 @@ def pack(message: Any) -> Packed:
 
 def _write(copies: list[tuple[pickle.PickleBuffer, memoryview]]) -> int:
     """A new shared file holding the buffers' bytes, one after the other."""
-    fd = os.memfd_create("pytest-xtc-transfer", os.MFD_CLOEXEC)
+    fd = os.memfd_create("pytest-xtc-transfer", os.MFD_CLOEXEC | _SEALABLE)
     try:
         os.ftruncate(fd, sum(view.nbytes for _, view in copies))
         offset = 0
@@ -237,7 +241,8 @@ def _checked_head(head: Any, sender: int) -> tuple[bytes, list[Any], int, list[i
 def _open_shared(pid: int, fd: int, sender: int) -> int:
     """The shared file ``fd`` of process ``pid``, opened here; from a ``sender``, only a
     regular file (a memfd), opened without waiting (a FIFO named so would block)."""
-    flags = os.O_RDONLY | os.O_CLOEXEC | (os.O_NONBLOCK if sender else 0)
+    # from a sender: writable (sealing asks it), and without waiting
+    flags = (os.O_RDWR | os.O_NONBLOCK if sender else os.O_RDONLY) | os.O_CLOEXEC
     try:
         opened = os.open(f"/proc/{pid}/fd/{fd}", flags)
     except OSError as exc:
@@ -247,6 +252,13 @@ def _open_shared(pid: int, fd: int, sender: int) -> int:
     if sender and not stat.S_ISREG(os.fstat(opened).st_mode):
         os.close(opened)
         raise unpickling.Unreadable("names a file that is not shared memory")
+    if sender and _SHRINK:
+        try:  # mapped here, a file its sender shrank later would kill this process (SIGBUS)
+            fcntl.fcntl(opened, fcntl.F_ADD_SEALS, _SHRINK)
+        except OSError:
+            os.close(opened)
+            raise unpickling.Unreadable("names a shared file its sender could still shrink "
+                                        "(not made sealable)") from None
     return opened
 
 

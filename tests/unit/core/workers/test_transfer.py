@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import pickle
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -50,3 +52,42 @@ def test_a_reply_naming_a_fifo_as_its_shared_file_is_refused_at_once() -> None:
 def test_a_frame_that_is_not_one_is_refused() -> None:
     with pytest.raises(unpickling.Unreadable):
         transfer.unpack(pickle.dumps(("a", "b")), sender=os.getpid())
+
+
+SHRINKS_LATER = """
+import os, threading, time
+import numpy as np
+from pytest_xtc.core.workers import isolation, transfer
+
+def handler(request, report):
+    out = transfer.shared_empty((1 << 20,), np.float64)
+    out[:] = 1.0
+
+    def shrink(keep=out):  # after the reply: every file this process holds, emptied
+        time.sleep(0.3)
+        for name in os.listdir("/proc/self/fd"):
+            try:
+                os.ftruncate(int(name), 0)
+            except OSError:
+                pass
+
+    threading.Thread(target=shrink, daemon=True).start()
+    return out
+
+worker = isolation.Worker(handler, clean=False)  # kept after its reply, as a host is
+array = worker.call(None, {"run": 60.0}, "run")
+time.sleep(1.0)
+print(float(array.sum()))
+worker.stop()
+"""
+
+
+def test_a_reply_its_sender_shrinks_later_cannot_fault_its_reader() -> None:
+    """The reader maps a reply's shared file; its sender, still alive (a host, whose
+    adapter's code may leave a thread), emptying it afterwards killed the reader with
+    SIGBUS at its next read: pytest, reading a host's reply. The reader now seals the file
+    against shrinking before it maps it."""
+    done = subprocess.run([sys.executable, "-c", SHRINKS_LATER], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert done.stdout.split()[-1] == str(float(1 << 20))
