@@ -5,7 +5,9 @@ Two real host adapters, each through its isolated host as a session loads it: a 
 and one whose first case, once compiled, calls libc ``setenv("PATH", "/nonexistent")``,
 sets ``tempfile.tempdir`` to a folder it deletes, replaces ``subprocess.Popen``, reserves
 all but a few MiB of the address space, writes ``--flood-mib`` MiB to fd 1, sends SIGSTOP
-then SIGKILL to this script's process (the session: refused by the fence), then aborts.
+then SIGKILL to this script's process (the session: refused by the fence), writes into
+its reply pipe a frame whose unpickling would set its host's ``PATH`` (refused: replies
+are not believed, core/workers/unpickling.py), then aborts.
 Every host case of the catalog (``--limit`` to take fewer) runs on both, case by case in
 the catalog's order; the script prints the count of cases, the verdicts by status, each
 case whose verdicts differ, and the seconds per case of each run. Exit 1 if any differs.
@@ -27,7 +29,7 @@ HERE = Path(__file__).resolve().parent
 FAULTS = ("ctypes.CDLL(None).setenv(b'PATH', b'/nonexistent', 1); "
           "tempfile.tempdir = tempfile.mkdtemp(); os.rmdir(tempfile.tempdir); "
           "subprocess.Popen = broken_popen; hold_address_space(); flood({mib}); "
-          "reach_session(); os.abort()")
+          "reach_session(); forge_reply(os.putenv, ('PATH', '/nonexistent')); os.abort()")
 REACH_SESSION = """
 
 def reach_session():
