@@ -8,6 +8,7 @@ import pickle
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -35,10 +36,11 @@ def test_a_reply_naming_another_process_is_refused() -> None:
         packed.close()
 
 
-def test_a_reply_naming_a_fifo_as_its_shared_file_is_refused_at_once() -> None:
-    """Opened for reading the usual way, a FIFO with no writer waits forever."""
-    read, write = os.pipe()
-    os.close(write)
+def test_a_reply_naming_a_fifo_as_its_shared_file_is_refused_at_once(tmp_path: Path) -> None:
+    """Opened for reading the usual way (through ``/proc/<sender>/fd``), a named FIFO with
+    no writer waits forever: the reader, a host or pytest, hung."""
+    os.mkfifo(tmp_path / "fifo")
+    read = os.open(tmp_path / "fifo", os.O_RDONLY | os.O_NONBLOCK)
     frame = pickle.dumps((pickle.dumps(None), [(0, 0, 1)], os.getpid(), [read]))
     start = time.monotonic()
     try:
