@@ -16,7 +16,7 @@ import onnx
 from google.protobuf.message import DecodeError
 from onnx import helper, numpy_helper
 
-from pytest_xtc.core.cases.textfile import UnreadableFile, one_line, read_bytes
+from pytest_xtc.core.cases.textfile import FileTooLarge, UnreadableFile, one_line, read_bytes
 
 DTYPES: dict[int, str] = {onnx.TensorProto.FLOAT: "float32",
                           onnx.TensorProto.DOUBLE: "float64"}
@@ -133,10 +133,10 @@ def _read(path: Path) -> Any:
     ``.onnx`` is refused before it is opened for reading: it could block or never end)."""
     try:
         data = read_bytes(path, MAX_MODEL_BYTES)
+    except FileTooLarge as exc:
+        raise ModelError(f"{path}: {exc.size / 2**30:.1f} GiB is over protobuf's 2 GiB limit; "
+                         "save the model with its weights as external data") from None
     except UnreadableFile as exc:
-        if str(exc).startswith("larger than"):
-            raise ModelError(f"{path}: over protobuf's 2 GiB limit; save the model with its "
-                             "weights as external data") from None
         raise ModelError(f"{path}: {exc}") from None
     try:
         proto = onnx.load_model_from_string(data)

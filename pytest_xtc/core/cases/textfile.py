@@ -13,6 +13,14 @@ class UnreadableFile(ValueError):
     """A file that cannot be read as text; the message says why and what to do."""
 
 
+class FileTooLarge(UnreadableFile):
+    """A file over its cap; ``size`` its bytes (at least those read)."""
+
+    def __init__(self, limit: int, size: int) -> None:
+        super().__init__(f"larger than {limit >> 20} MiB")
+        self.size = size
+
+
 def _kind(mode: int) -> str:
     for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
                        (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
@@ -35,15 +43,15 @@ def read_bytes(path: Path, limit: int) -> bytes:
         raise UnreadableFile(f"{_kind(info.st_mode)}, not a regular file; give a regular file")
     if info.st_size > limit:  # refused before a byte of it is read
         os.close(fd)
-        raise UnreadableFile(f"larger than {limit >> 20} MiB")
+        raise FileTooLarge(limit, info.st_size)
     os.set_blocking(fd, True)
     with os.fdopen(fd, "rb") as file:
         try:
             raw = file.read(limit + 1)
         except OSError as exc:
             raise UnreadableFile(f"cannot read: {exc.strerror or exc}") from None
-    if len(raw) > limit:
-        raise UnreadableFile(f"larger than {limit >> 20} MiB")
+    if len(raw) > limit:  # it grew since it was opened
+        raise FileTooLarge(limit, len(raw))
     return raw
 
 

@@ -203,7 +203,8 @@ def unpack(frame: bytes, passed: Sequence[int] = (), sender: int = 0) -> Any:
         opened: list[int] = []
         try:
             for fd in files:
-                opened.append(_open_shared(pid, fd, sender))
+                opened.append(_open_checked(pid, fd) if sender else
+                              os.open(f"/proc/{pid}/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC))
         except BaseException:
             for fd in opened:
                 os.close(fd)
@@ -238,21 +239,18 @@ def _checked_head(head: Any, sender: int) -> tuple[bytes, list[Any], int, list[i
     return data, list(parts), pid, list(files)
 
 
-def _open_shared(pid: int, fd: int, sender: int) -> int:
-    """The shared file ``fd`` of process ``pid``, opened here; from a ``sender``, only a
-    regular file (a memfd), opened without waiting (a FIFO named so would block)."""
-    # from a sender: writable (sealing asks it), and without waiting
-    flags = (os.O_RDWR | os.O_NONBLOCK if sender else os.O_RDONLY) | os.O_CLOEXEC
+def _open_checked(pid: int, fd: int) -> int:
+    """A reply's shared file ``fd`` of its sender ``pid``, opened here: only a regular file
+    (a memfd), opened without waiting (a FIFO named so would block) and writable (sealing
+    asks it), sealed against shrinking before it is mapped."""
     try:
-        opened = os.open(f"/proc/{pid}/fd/{fd}", flags)
+        opened = os.open(f"/proc/{pid}/fd/{fd}", os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
-        if not sender:
-            raise
         raise unpickling.Unreadable(f"names a file it does not hold ({exc.strerror})") from None
-    if sender and not stat.S_ISREG(os.fstat(opened).st_mode):
+    if not stat.S_ISREG(os.fstat(opened).st_mode):
         os.close(opened)
         raise unpickling.Unreadable("names a file that is not shared memory")
-    if sender and _SHRINK:
+    if _SHRINK:
         try:  # mapped here, a file its sender shrank later would kill this process (SIGBUS)
             fcntl.fcntl(opened, fcntl.F_ADD_SEALS, _SHRINK)
         except OSError:

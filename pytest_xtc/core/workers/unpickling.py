@@ -44,22 +44,21 @@ class Unreadable(ValueError):
 
 def loads(data: bytes, buffers: Sequence[Any] = ()) -> Any:
     """``pickle.loads(data, buffers=buffers)`` taking only a reply's kinds of value."""
-    try:
-        return _Checked(io.BytesIO(data), buffers=buffers).load()
-    except Unreadable:
-        raise
-    except Exception as exc:  # a truncated or forged stream
-        raise Unreadable(f"not a reply ({type(exc).__name__}: {exc})") from None
+    return _load(_Checked(io.BytesIO(data), buffers=buffers))
 
 
 def loads_plain(data: bytes) -> Any:
     """``pickle.loads(data)`` for a stream of plain values (tuples, numbers, bytes): any
     global refused."""
+    return _load(_Plain(io.BytesIO(data)))
+
+
+def _load(unpickler: pickle.Unpickler) -> Any:
     try:
-        return _Plain(io.BytesIO(data)).load()
+        return unpickler.load()
     except Unreadable:
         raise
-    except Exception as exc:
+    except Exception as exc:  # a truncated or forged stream
         raise Unreadable(f"not a reply ({type(exc).__name__}: {exc})") from None
 
 
@@ -109,7 +108,7 @@ def _data_class(module: str, found: type) -> bool:
     if module == "builtins":
         return issubclass(found, BaseException)
     if module.startswith("pytest_xtc"):
-        return dataclasses.is_dataclass(found) or issubclass(found, (enum.Enum, BaseException))
+        return dataclasses.is_dataclass(found) or issubclass(found, BaseException)
     if module.startswith("numpy"):
         import numpy as np
 
