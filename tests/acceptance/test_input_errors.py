@@ -2,7 +2,8 @@
 device or a folder where a case, expectation, waiver, bundle or id-list file is expected is
 a one-line error at once (opening a FIFO used to wait forever); a YAML or JSON mapping
 naming a key twice is a one-line error naming the file, the key and the line (the last
-value used to win silently)."""
+value used to win silently); YAML or JSON nested deeper than 64 levels is a one-line error
+at once (a case file of nested brackets held collection for hours)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from pytest_xtc import cli
 from pytest_xtc.core.cases import case as cases
 from pytest_xtc.core.cases import expectations
 from pytest_xtc.core.cases.case import CaseFileError
+from pytest_xtc.core.cases.unique_keys import MAX_DEPTH, TooDeep, load_yaml, loads_json
 from pytest_xtc.report import bundle
 from pytest_xtc.report.rules.waivers import WaiverFileError, load_waivers
 from tests import ROOT
@@ -199,6 +201,79 @@ def test_a_bundle_json_naming_a_key_twice_names_the_line(tmp_path: Path,
     with pytest.raises(bundle.BundleError) as info:
         bundles.load(where)
     assert f"{bundle.RESULTS}:3:" in str(info.value) and "'status'" in str(info.value)
+
+
+# -- nesting -----------------------------------------------------------------------------
+
+DEEP = 100_000  # PyYAML's own parser took hours on this many nested brackets
+FLOW = "[" * DEEP + "]" * DEEP
+
+
+def block(levels: int) -> str:
+    """A mapping nested ``levels`` deep in block style (indentation)."""
+    return "".join(" " * n + f"k{n}:\n" for n in range(levels)) + " " * levels + "v\n"
+
+
+def test_a_case_file_nested_deep_in_brackets_is_refused_at_once(tmp_path: Path) -> None:
+    """The hang: a 200 kB case file of nested brackets held collection for hours."""
+    path = tmp_path / "deep.yaml"
+    path.write_text(yaml.safe_dump(matmul()) + "error_rule: " + FLOW + "\n")
+    fast(lambda: cases.load_case_paths([path]), CaseFileError, str(path),
+         "nested deeper than 64 levels")
+
+
+def test_a_session_given_a_deeply_nested_case_file_ends_with_a_usage_error(
+        tmp_path: Path) -> None:
+    folder = tmp_path / "cases"
+    folder.mkdir()
+    (folder / "deep.yaml").write_text(FLOW + "\n")
+    said = usage_line(folder)
+    assert "deep.yaml" in said and "nested deeper than 64 levels at line 1" in said, said
+
+
+def test_a_case_file_nested_deep_in_blocks_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "blocks.yaml"
+    path.write_text(yaml.safe_dump(matmul()) + "error_rule:\n" + block(70).replace("\n", "\n "))
+    fast(lambda: cases.load_case_paths([path]), CaseFileError, "nested deeper than 64 levels")
+
+
+def test_brackets_in_strings_and_comments_nest_nothing(tmp_path: Path) -> None:
+    """The real host's check: brackets a case file quotes or comments out are no nesting."""
+    path = tmp_path / "quoted.yaml"
+    path.write_text(f"# {'[' * 100}\n" + yaml.safe_dump(matmul()))
+    assert cases.load_case_paths([path])
+    assert loads_json('{"a": "' + "[" * 100 + '"}', "x") == {"a": "[" * 100}
+    nested = "[" * MAX_DEPTH + "]" * MAX_DEPTH
+    assert load_yaml(nested, "x") is not None and loads_json(nested, "x") is not None
+
+
+def test_nesting_one_past_the_limit_is_refused_in_yaml_and_json() -> None:
+    nested = "[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1)
+    for load in (load_yaml, loads_json):
+        with pytest.raises(TooDeep, match="nested deeper than 64 levels at line 1"):
+            load(nested, "x")
+    with pytest.raises(TooDeep, match="at line 65"):
+        load_yaml(block(70), "x")
+
+
+def test_an_expectation_file_nested_deep_is_refused_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "t.expectations.yaml"
+    path.write_text("- pattern: relu-*\n  reason: " + FLOW + "\n")
+    fast(lambda: expectations.load(path), expectations.ExpectationFileError, str(path),
+         "nested deeper than 64 levels")
+
+
+def test_a_waiver_file_nested_deep_is_refused_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "waivers.yaml"
+    path.write_text("- id: w1\n  reason: " + FLOW + "\n")
+    fast(lambda: load_waivers(path), WaiverFileError, str(path), "nested deeper than 64")
+
+
+def test_json_nested_deep_is_a_value_error_not_a_recursion(tmp_path: Path) -> None:
+    """json's parser ended in a RecursionError, which no reader's ``except ValueError``
+    caught (pack results, kept plans): now a ValueError naming the line."""
+    fast(lambda: loads_json('{"a": 1,\n"b": ' + FLOW + "}", "f.json"), ValueError,
+         "nested deeper than 64 levels at line 2")
 
 
 # -- a target name registered twice ------------------------------------------------------

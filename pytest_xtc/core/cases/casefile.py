@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from pytest_xtc.core.cases.textfile import UnreadableFile, one_line, read_text
-from pytest_xtc.core.cases.unique_keys import DuplicateKey, load_yaml
+from pytest_xtc.core.cases.unique_keys import DuplicateKey, load_yaml, yaml_events
 
 MAX_FILE_BYTES = 4 << 20  # a case file is a graph, not data
 MAX_RANK = 8
@@ -65,9 +65,10 @@ def _text(path: Path) -> str:
 
 
 def _refuse_aliases(path: Path, text: str) -> None:
-    """YAML anchors and aliases are refused: a few lines of them expand to gigabytes."""
+    """YAML anchors and aliases are refused: a few lines of them expand to gigabytes (and
+    nesting past unique_keys.MAX_DEPTH)."""
     try:
-        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        for event in yaml_events(text):
             anchor = getattr(event, "anchor", None)
             if isinstance(event, yaml.AliasEvent) or anchor is not None:
                 line = event.start_mark.line + 1

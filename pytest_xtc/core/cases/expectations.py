@@ -30,7 +30,12 @@ from pytest_xtc.core.cases.case import Case
 from pytest_xtc.core.cases.selectors import KEYS as SELECTOR_KEYS
 from pytest_xtc.core.cases.selectors import Selector, SelectorError, Traits, xtc_version
 from pytest_xtc.core.cases.textfile import UnreadableFile, one_line, read_text
-from pytest_xtc.core.cases.unique_keys import DuplicateKey, yaml_duplicate
+from pytest_xtc.core.cases.unique_keys import (
+    DuplicateKey,
+    compose_yaml,
+    yaml_duplicate,
+    yaml_events,
+)
 from pytest_xtc.core.outcome import STAGES as PHASES
 
 ENTRY_KEYS = (*SELECTOR_KEYS, "executed", "phase", "reason", "url")
@@ -95,16 +100,17 @@ def _text(path: Path) -> str:
 
 
 def _compose(path: Path, text: str) -> yaml.Node | None:
-    """The YAML tree, refusing anchors and aliases (a few lines expand to gigabytes)."""
+    """The YAML tree, refusing anchors and aliases (a few lines expand to gigabytes) and
+    nesting past unique_keys.MAX_DEPTH."""
     try:
-        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        for event in yaml_events(text):
             anchor = getattr(event, "anchor", None)
             if isinstance(event, yaml.AliasEvent) or anchor is not None:
                 raise ExpectationFileError(
                     f"{path}:{event.start_mark.line + 1}: YAML anchors and aliases "
                     f"(&{anchor}, *{anchor}) are not allowed; write the entries out"
                 )
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        root = compose_yaml(text)
         if root is not None:
             yaml_duplicate(root, str(path))
         return root

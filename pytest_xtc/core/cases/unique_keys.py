@@ -1,15 +1,92 @@
-"""YAML and JSON read with every mapping's keys unique: a key given twice is refused, in
-one line naming the file, the key and the line (readers differ on which value counts, and
-PyYAML and ``json`` silently keep the last). Every YAML and JSON file the suite reads goes
-through here. No pytest."""
+"""YAML and JSON read with every mapping's keys unique and their nesting bounded: a key
+given twice is refused, in one line naming the file, the key and the line (readers differ
+on which value counts, and PyYAML and ``json`` silently keep the last); brackets nested
+deeper than :data:`MAX_DEPTH` are refused before any parser sees them (PyYAML's own parser
+takes time quadratic in the depth: a 200 kB case file of 100,000 nested ``[`` held a
+session's collection for hours; ``json`` ends in a RecursionError). Every YAML and JSON
+file the suite reads goes through here. No pytest."""
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from typing import Any
 
 import yaml
+
+#: libyaml's parser where PyYAML was built with it (several times faster), else PyYAML's own
+_SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+#: The deepest nesting accepted in any YAML or JSON file the suite reads (case files nest
+#: about eight levels, bundles six).
+MAX_DEPTH = 64
+
+_JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|([\[\]{}])', re.DOTALL)
+#: Brackets outside YAML's quoted scalars and comments (a plain scalar's, ``a[b``, are
+#: counted too: past MAX_DEPTH of them open is no file of the suite's either).
+_YAML_TOKENS = re.compile(
+    r'"(?:[^"\\]|\\.)*"|\'(?:[^\']|\'\')*\'|(?<![^\s])#[^\n]*|([\[\]{}])', re.DOTALL)
+
+
+class TooDeep(yaml.YAMLError, ValueError):
+    """Nesting deeper than :data:`MAX_DEPTH` (a YAML error and a ValueError, as the
+    parsers' own errors are); the message, one line, says where."""
+
+    def __init__(self, kind: str, line: int) -> None:
+        super().__init__(f"{kind} nested deeper than {MAX_DEPTH} levels at line {line}; no "
+                         "file the suite reads nests so deep: write it flatter")
+        self.line = line
+
+
+def check_nesting(text: str, kind: str = "JSON") -> None:
+    """Raise :class:`TooDeep` when ``text`` (``kind``: "JSON", or "YAML") nests brackets
+    deeper than :data:`MAX_DEPTH`, counted in one pass without recursion (strings, and
+    YAML's comments, skipped)."""
+    if text.count("[") + text.count("{") <= MAX_DEPTH:
+        return
+    level = 0
+    for match in (_YAML_TOKENS if kind == "YAML" else _JSON_TOKENS).finditer(text):
+        bracket = match.group(1)
+        if bracket is None:
+            continue
+        if bracket in "[{":
+            level += 1
+            if level > MAX_DEPTH:
+                raise TooDeep(kind, text.count("\n", 0, match.start()) + 1)
+        elif level:
+            level -= 1
+
+
+def yaml_events(text: str) -> Iterator[yaml.Event]:
+    """The YAML events of ``text``, by libyaml where PyYAML has it; :class:`TooDeep` past
+    :data:`MAX_DEPTH` collections (block or flow) open at once. Brackets are counted
+    before any parser runs (PyYAML's own is quadratic in their depth; libyaml scans ahead
+    up to its own limit of 1,000), the collections as they open."""
+    check_nesting(text, "YAML")
+    level = 0
+    for event in yaml.parse(text, Loader=_SAFE_LOADER):
+        if isinstance(event, yaml.CollectionStartEvent):
+            level += 1
+            if level > MAX_DEPTH:
+                raise TooDeep("YAML", event.start_mark.line + 1)
+        elif isinstance(event, yaml.CollectionEndEvent):
+            level -= 1
+        yield event
+
+
+def check_yaml_nesting(text: str) -> None:
+    """Raise :class:`TooDeep` past :data:`MAX_DEPTH` collections open at once in ``text``
+    (one pass of :func:`yaml_events`)."""
+    for _ in yaml_events(text):
+        pass
+
+
+def compose_yaml(text: str) -> yaml.Node | None:
+    """The YAML tree of ``text``, its nesting checked first."""
+    check_yaml_nesting(text)
+    return yaml.compose(text, Loader=_SAFE_LOADER)
 
 
 class DuplicateKey(ValueError):
@@ -24,10 +101,6 @@ def _message(where: str, key: Any, line: int, first: int | None) -> str:
     earlier = f" (first at line {first})" if first else ""
     return (f"{where}:{line}: key {key!r} given twice in one mapping{earlier}; "
             "keep only one of them")
-
-
-#: libyaml's parser where PyYAML was built with it (several times faster), else PyYAML's own
-_SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class UniqueKeyLoader(_SAFE_LOADER):  # type: ignore[misc,valid-type]
@@ -56,7 +129,8 @@ class UniqueKeyLoader(_SAFE_LOADER):  # type: ignore[misc,valid-type]
 
 def load_yaml(text: str, where: str) -> Any:
     """``yaml.safe_load(text)`` refusing duplicate keys (DuplicateKey, naming ``where``);
-    other YAML errors raise as ``yaml.YAMLError``."""
+    other YAML errors raise as ``yaml.YAMLError`` (:class:`TooDeep` among them)."""
+    check_yaml_nesting(text)
     loader = UniqueKeyLoader(text)
     loader.name = where
     try:
@@ -101,7 +175,8 @@ def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 def loads_json(text: str, where: str, first_line: int = 1) -> Any:
     """``json.loads(text)`` refusing an object that names a key twice (DuplicateKey naming
     ``where``, the key and its line, ``text`` starting at line ``first_line``); other
-    errors raise as ``ValueError``."""
+    errors raise as ``ValueError`` (:class:`TooDeep` among them)."""
+    check_nesting(text)
     try:
         return json.loads(text, object_pairs_hook=_unique)
     except _Repeated as exc:

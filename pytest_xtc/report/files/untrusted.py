@@ -22,16 +22,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from pytest_xtc.core.cases.unique_keys import DuplicateKey, loads_json
+from pytest_xtc.core.cases.unique_keys import MAX_DEPTH, DuplicateKey, TooDeep, loads_json
 
 #: The largest file a bundle may hold (results.jsonl of a few thousand cases is a few MB).
 MAX_FILE_BYTES = 256 << 20
 #: The longest line of results.jsonl (a case result is about a kilobyte).
 MAX_LINE_BYTES = 1 << 20
 #: The deepest JSON nesting accepted (bundles nest about six levels).
-MAX_JSON_DEPTH = 64
-
-_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+MAX_JSON_DEPTH = MAX_DEPTH
 
 
 class LimitError(ValueError):
@@ -107,29 +105,15 @@ def read_text(root: Path, name: str) -> str:
     return data.decode("utf-8")
 
 
-def depth(text: str) -> int:
-    """The nesting depth of JSON ``text``, counted without recursion (strings ignored)."""
-    brackets = "".join(re.findall(r"[\[\]{}]", _STRINGS.sub("", text)))
-    level = deepest = 0
-    for char in brackets:
-        if char in "[{":
-            level += 1
-            deepest = max(deepest, level)
-        else:
-            level -= 1
-    return deepest
-
-
 def loads(text: str, where: str, line: int | None = None) -> Any:
     """``json.loads`` after refusing nesting deeper than MAX_JSON_DEPTH; an object that
     names a key twice is refused (readers differ on which value counts), naming its line
     (``text``: line ``line`` of the file ``where``, or the whole file)."""
-    if depth(text) > MAX_JSON_DEPTH:
-        at = where if line is None else f"{where}: line {line}"
-        raise LimitError(f"{at}: JSON nested deeper than {MAX_JSON_DEPTH} levels")
-
     try:
         return loads_json(text, where, line or 1)
+    except TooDeep:
+        at = where if line is None else f"{where}: line {line}"
+        raise LimitError(f"{at}: JSON nested deeper than {MAX_JSON_DEPTH} levels") from None
     except DuplicateKey as exc:
         raise LimitError(
             f"{where}:{exc.line}: duplicate JSON key {exc.key!r} (first at line {exc.first}; "
