@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,9 @@ def builtin_cases() -> tuple[Case, ...]:
                 cases += [Case(family, dtype, shape, s, graph) for s in chosen]
         cases += _wide(family, spec, [*schedules, *extra], catalog["dtypes"],
                        {c.id for c in cases})
+        for params in spec.get("loops", ()):  # one loop past 2^16 each: first dtype, none
+            graph, shape = _build(family, params, catalog["dtypes"][0])
+            cases.append(Case(family, catalog["dtypes"][0], shape, schedules[0], graph))
         for pair in spec.get("twins", ()):  # both on the first two schedules, first dtype
             for params in pair:
                 graph, shape = _build(family, params, catalog["dtypes"][0])
@@ -122,5 +126,6 @@ def coverage_table() -> dict[str, coverage.Coverage]:
     for family, spec in catalog["families"].items():
         if "cover" in spec:
             rows, values, rules = coverage.cover_rows(spec["cover"])
-            found[family] = coverage.measure(family, rows, values, rules)
+            loops = tuple(_build(family, p, catalog["dtypes"][0])[1] for p in spec.get("loops", ()))
+            found[family] = replace(coverage.measure(family, rows, values, rules), loops=loops)
     return found

@@ -148,6 +148,8 @@ class Coverage:
     cases: int
     values: dict[str, dict[Any, int]]
     pairs: dict[tuple[str, str], tuple[int, int]]
+    #: the shapes of the family's ``loops`` cases: one loop of the nest past 2^16 each
+    loops: tuple[str, ...] = ()
 
     @property
     def complete(self) -> bool:
@@ -158,7 +160,8 @@ class Coverage:
         covered = sum(g for g, _ in self.pairs.values())
         return {"cases": self.cases, "complete": self.complete,
                 "values": {p: {str(v): n for v, n in c.items()} for p, c in self.values.items()},
-                "pairs_covered": covered, "pairs_feasible": sum(w for _, w in self.pairs.values())}
+                "pairs_covered": covered, "pairs_feasible": sum(w for _, w in self.pairs.values()),
+                "loops_past_16_bits": list(self.loops)}
 
     def lines(self) -> list[str]:
         covered, feasible = (sum(x[i] for x in self.pairs.values()) for i in (0, 1))
@@ -173,6 +176,8 @@ class Coverage:
             mine = [f"{b} {g}/{w}" for (a, b), (g, w) in self.pairs.items() if a == name]
             if mine:
                 found.append(f"  {name:<9} x " + ", ".join(mine))
+        if self.loops:
+            found.append("  one loop past 2^16 iterations per case: " + " ".join(self.loops))
         return found
 
 

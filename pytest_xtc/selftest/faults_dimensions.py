@@ -1,5 +1,6 @@
 """Faulty host variants, each wrong only in a dimension the catalog once left unvaried
-(issue 33): output and operand sizes past 16-bit indices (and axes past 8-bit ones),
+(issue 33): output and operand sizes past 16-bit indices (and axes past 8-bit ones), one
+loop of a compute op past a 16-bit or 8-bit bound,
 tiled reductions and vector loops with a remainder, non-square filters, per-axis strides,
 asymmetric padding, attribute-only twins, operands off alignment. Each runs real XTC
 kernels and goes wrong as the compiler or runtime bug it names would; the catalog alone
@@ -19,6 +20,7 @@ import numpy as np
 from pytest_xtc.core.adapter import ONCE, Artifact, RunResult, Timing
 from pytest_xtc.core.cases import twins, values
 from pytest_xtc.core.cases.case import Case
+from pytest_xtc.selftest.faults_numbers import Knowing
 from pytest_xtc.selftest.tampered import Tampered
 from pytest_xtc.targets.host import HostTarget
 
@@ -88,6 +90,59 @@ class RowsPast65536(RowsPast256):
     are never written."""
 
     ROWS = 1 << 16
+
+
+#: The loops of a compute op's nest: those over its output's axes, in order, and its
+#: reductions, each as (operand, axis) of the input it runs over.
+OUTPUT_LOOPS = {"matmul": ("i", "j"), "conv2d": ("n", "h", "w", "f")}
+REDUCTION_LOOPS = {"matmul": {"k": (1, 0)}, "conv2d": {"r": (1, 0), "s": (1, 1), "c": (1, 2)}}
+
+
+class LoopBound16(Knowing):
+    """A compute op's loop bounds kept in 16 bits (matmul, conv2d; ``LOOPS``: those loops
+    alone): a loop past 65,536 iterations runs its count mod 2^16 (65,537: once). Past
+    that, an output axis's entries are never written, a reduction's terms never added."""
+
+    BITS = 16
+    OPS: ClassVar[tuple[str, ...]] = ("matmul", "conv2d")
+    LOOPS: ClassVar[frozenset[str] | None] = None  # None: every loop of the nest
+
+    def _runs(self, name: str, extent: int) -> int:
+        width = 1 << self.BITS
+        cut = extent > width and (self.LOOPS is None or name in self.LOOPS)
+        return extent % width if cut else extent
+
+    def feed(self, inputs: Sequence[np.ndarray]) -> Sequence[np.ndarray]:
+        op = self.last_op()
+        fed = list(inputs)
+        for name, (operand, axis) in REDUCTION_LOOPS.get(op, {}).items():
+            if op not in self.OPS or operand >= len(fed) or fed[operand].ndim <= axis:
+                continue
+            extent = fed[operand].shape[axis]
+            runs = self._runs(name, extent)
+            if runs < extent:
+                fed[operand] = fed[operand].copy()
+                np.moveaxis(fed[operand], axis, 0)[runs:] = 0
+        return fed
+
+    def spoil(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
+        op = self.last_op()
+        if op not in self.OPS or not outputs:
+            return
+        out = outputs[0]
+        for axis, name in enumerate(OUTPUT_LOOPS[op][: out.ndim]):
+            runs = self._runs(name, out.shape[axis])
+            if runs < out.shape[axis]:
+                values.fill_unwritten(np.moveaxis(out, axis, 0)[runs:])
+
+
+class ConvChannels8(LoopBound16):
+    """conv2d's channel loops (input channels c, a reduction, and output channels f) kept
+    in 8 bits: past 256 channels, only the count mod 256 are summed or written."""
+
+    BITS = 8
+    OPS = ("conv2d",)
+    LOOPS = frozenset({"c", "f"})
 
 
 class LastPartialTileUnwritten(Tampered):
@@ -303,6 +358,8 @@ DIMENSION_FAULTS: dict[str, type[HostTarget]] = {
     "column-index-16bit": ColumnIndex16,
     "rows-past-256-unwritten": RowsPast256,
     "rows-past-65536-unwritten": RowsPast65536,
+    "loop-bound-16bit": LoopBound16,
+    "conv-channels-8bit": ConvChannels8,
     "last-partial-tile-unwritten": LastPartialTileUnwritten,
     "reduction-remainder-dropped": ReductionRemainder,
     "reduction-remainder-twice": ReductionRemainderTwice,

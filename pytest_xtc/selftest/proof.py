@@ -36,12 +36,15 @@ COVERED = (  # all-pairs cases of the catalog (conformance/coverage.py)
     "pad-float64-5x7-pad0:1-2_1:0-3-none",
 )
 #: The catalog's dimensions of issue 33, one case each: outputs and operands past 2^16
-#: elements, a tiled reduction with a remainder (matmul k, conv2d c), non-square filters
-#: with per-axis strides, asymmetric padding, twins differing only in attributes, in dtype
-#: and in shapes (run right after their twin), operands off alignment.
+#: elements, loops of matmul and conv2d past 2^16 iterations, a tiled reduction with a
+#: remainder (matmul k, conv2d c), non-square filters with per-axis strides, asymmetric
+#: padding, twins differing only in attributes, in dtype and in shapes (run right after
+#: their twin), operands off alignment.
 DIMENSIONS = (
     "relu-float32-9x65537-none", "relu-float32-65537x3-tile",
-    "matmul-float32-257x259x257-vectorize",
+    "matmul-float32-257x259x257-vectorize", "matmul-float32-4x4x65537-none",
+    "matmul-float32-65537x2x3-none", "conv2d-float32-1x65538x2x1-65537x1x4-s1-p0-none",
+    "conv2d-float32-1x2x2x65537-1x1x4-s1-p0-none", "conv2d-float32-1x1x1x1-1x1x65537-s1-p0-none",
     "matmul-float32-31x17x13-unroll_k", "conv2d-float32-1x7x8x17-5x3x8-s1-p0-2_1-0-tile_c",
     "conv2d-float32-1x10x1x3-3x1x5-s3x2-p1-1_0-0-split",
     "conv2d-float32-1x8x8x3-3x3x4-s2-p0-1_0-1-none", "pad2d-float32-1x5x6x3-pad0-1_1-0-none",

@@ -30,6 +30,12 @@ CAUGHT_BY = {
     "column-index-16bit": ["relu-float32-9x65537-none"],
     "rows-past-256-unwritten": ["relu-float32-65537x3-tile"],
     "rows-past-65536-unwritten": ["relu-float32-65537x3-tile"],
+    # one loop of a compute op past 2^16 (its bound kept in 16 bits), or a conv2d channel
+    # loop past 2^8: no matmul or conv2d loop of the catalog ran past 4,099 before
+    "loop-bound-16bit": ["matmul-float32-4x4x65537-none", "matmul-float32-65537x2x3-none",
+                         "conv2d-float32-1x65538x2x1-65537x1x4-s1-p0-none"],
+    "conv-channels-8bit": ["conv2d-float32-1x2x2x65537-1x1x4-s1-p0-none",
+                           "conv2d-float32-1x1x1x1-1x1x65537-s1-p0-none"],
     "last-partial-tile-unwritten": ["matmul-float32-13x11x7-none"],  # a vector remainder
     "reduction-remainder-dropped": ["matmul-float32-31x17x13-unroll_k"],  # class 2
     "reduction-remainder-twice": ["conv2d-float32-1x7x8x17-5x3x8-s1-p0-2_1-0-tile_c"],
@@ -83,6 +89,32 @@ def test_coverage_shows_the_new_dimensions() -> None:
     assert set(table["pad2d"].values) >= {"top", "bottom", "left", "right", "value", "align"}
     lines = "\n".join(conv.lines())
     assert "pad_left" in lines and "align" in lines
+    assert "one loop past 2^16 iterations per case: " in lines and len(conv.loops) == 7
+    assert table["matmul"].to_dict()["loops_past_16_bits"] == ["65537x2x3", "2x65537x3",
+                                                                "4x4x65537"]
+
+
+def test_every_loop_of_matmul_and_conv2d_runs_past_16_bits_in_some_case() -> None:
+    """Each loop of each compute op's nest, alone past 2^16 iterations (its others
+    short); a long reduction with the 16 outputs the precision check decides on."""
+    from pytest_xtc.core.cases import graphs
+
+    loops = {"matmul": {"i": ("A", 0), "k": ("A", 1), "j": ("B", 1)},
+             "conv2d": {"n": ("X", 0), "c": ("X", 3), "r": ("W", 0), "s": ("W", 1),
+                        "f": ("W", 3)}}
+    every = builtin_cases()
+    for op, axes in loops.items():
+        for loop, (operand, axis) in axes.items():
+            found = [c for c in every if c.op == op and any(
+                t["name"] == operand and t["expr"]["type"]["shape"][axis] > 65536
+                for t in c.graph["inputs"])]
+            assert found, (op, loop)
+            if loop in ("k", "c", "r", "s"):
+                assert any(np.prod(graphs.outputs(c.graph)[0].shape) >= 16
+                           for c in found), (op, loop)
+    conv_out = {tuple(graphs.outputs(c.graph)[0].shape) for c in every if c.op == "conv2d"}
+    assert any(shape[1] > 65536 for shape in conv_out)  # h
+    assert any(shape[2] > 65536 for shape in conv_out)  # w
 
 
 def test_catalog_crosses_16_bit_widths_and_pairs_non_square_filters() -> None:
