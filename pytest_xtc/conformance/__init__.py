@@ -14,6 +14,9 @@ from pytest_xtc.core.cases.case import Case, Schedule
 from pytest_xtc.core.cases.unique_keys import load_yaml
 
 CATALOG = Path(__file__).with_name("catalog.yaml")
+#: What a family of the catalog may hold (a key misspelt would drop its cases silently).
+FAMILY_KEYS = ("schedules", "shapes", "shapes_dtype", "cover", "cover_schedules", "exact",
+               "special", "large", "wide", "loops", "twins")
 SUITE_MODULE = Path(__file__).with_name("test_conformance.py")
 
 
@@ -30,6 +33,7 @@ def builtin_cases() -> tuple[Case, ...]:
     catalog = load_yaml(CATALOG.read_text(), str(CATALOG))
     cases: list[Case] = []
     for family, spec in catalog["families"].items():
+        check_family_keys(family, spec)
         schedules = [Schedule.from_data(n, steps) for n, steps in spec["schedules"].items()]
         extra = [Schedule.from_data(n, steps)
                  for n, steps in (spec.get("cover_schedules") or {}).items()]
@@ -62,6 +66,14 @@ def builtin_cases() -> tuple[Case, ...]:
                 cases += [Case(family, catalog["dtypes"][0], shape, s, graph)
                           for s in schedules[:2]]
     return tuple(twins.pair(cases, also=twins.LEFT_OUT[1:]))
+
+
+def check_family_keys(family: str, spec: Any) -> None:
+    """Refuse a catalog family holding a key :data:`FAMILY_KEYS` does not name."""
+    unknown = sorted(set(spec) - set(FAMILY_KEYS))
+    if unknown:
+        raise ValueError(f"{CATALOG}: family {family}: unknown key {unknown[0]!r}; a family "
+                         f"holds {', '.join(FAMILY_KEYS)}")
 
 
 def _picked(family: str, spec: Any, schedules: list[Schedule],

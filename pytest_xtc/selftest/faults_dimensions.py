@@ -219,10 +219,12 @@ class SquareFilter(Tampered):
         r, s, c, f = w.shape
         if r == s:
             return inputs
-        flat = np.zeros((r * r + s, c, f), w.dtype)
-        flat[: r * s] = w.reshape(r * s, c, f)
+        flat = w.reshape(r * s, c, f)
         rows = (np.arange(r)[:, None] * r + np.arange(s)[None, :]).reshape(-1)
-        return [inputs[0], flat[rows].reshape(w.shape), *inputs[2:]]
+        inside = rows < r * s
+        read = np.zeros_like(flat)
+        read[inside] = flat[rows[inside]]
+        return [inputs[0], read.reshape(w.shape), *inputs[2:]]
 
 
 class _Recompiled(HostTarget):

@@ -94,6 +94,14 @@ def test_coverage_shows_the_new_dimensions() -> None:
                                                                 "4x4x65537"]
 
 
+def test_a_catalog_family_key_misspelt_is_refused() -> None:
+    from pytest_xtc.conformance import check_family_keys
+
+    check_family_keys("matmul", {"schedules": {}, "loops": []})
+    with pytest.raises(ValueError, match="family matmul: unknown key 'loop'; a family holds"):
+        check_family_keys("matmul", {"schedules": {}, "loop": []})
+
+
 def test_every_loop_of_matmul_and_conv2d_runs_past_16_bits_in_some_case() -> None:
     """Each loop of each compute op's nest, alone past 2^16 iterations (its others
     short); a long reduction with the 16 outputs the precision check decides on."""
