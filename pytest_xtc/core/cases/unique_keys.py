@@ -1,10 +1,11 @@
 """YAML and JSON read with every mapping's keys unique and their nesting bounded: a key
 given twice is refused, in one line naming the file, the key and the line (readers differ
-on which value counts, and PyYAML and ``json`` silently keep the last); brackets nested
-deeper than :data:`MAX_DEPTH` are refused before any parser sees them (PyYAML's own parser
-takes time quadratic in the depth: a 200 kB case file of 100,000 nested ``[`` held a
-session's collection for hours; ``json`` ends in a RecursionError). Every YAML and JSON
-file the suite reads goes through here. No pytest."""
+on which value counts, and PyYAML and ``json`` silently keep the last); nesting deeper
+than :data:`MAX_DEPTH` is refused, its brackets counted before any parser sees them
+(PyYAML's own parser takes time quadratic in their depth: a 200 kB case file of 100,000
+nested ``[`` held a session's collection for hours; ``json`` ends in a RecursionError),
+YAML's block collections as libyaml opens them. Every YAML and JSON file the suite reads
+goes through here. No pytest."""
 
 from __future__ import annotations
 
