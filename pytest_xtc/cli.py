@@ -264,7 +264,10 @@ def cmd_shrink(args: argparse.Namespace) -> int:
     if not (args.bundle / bundle.REPORT).is_file():
         raise CliError(f"shrink: {args.bundle}: no {bundle.REPORT}; give a bundle directory")
     out = args.out or args.bundle / "shrunk"
-    results = shrink.shrink_bundle(args.bundle, out)
+    try:
+        results = shrink.shrink_bundle(args.bundle, out)
+    except bundle.BundleError as exc:  # a bundle altered or not whole: bad input
+        raise CliError(f"shrink: {exc}") from None
     for result in results:
         print(visible(result.describe()))
     if not results:

@@ -406,9 +406,12 @@ def test_bad_input_exits_3_in_every_subcommand(tmp_path: Path,
     plain = tmp_path / "plain"
     plain.mkdir()
     (tmp_path / "m.onnx").write_bytes(b"not onnx at all")
+    deep = tmp_path / "deep"  # a bundle whose results nest too deep: shrink said "a bug"
+    make_bundle(deep, [(c, "failed") for c in CASES])
+    (deep / bundle.RESULTS).write_text("[" * 100 + "]" * 100 + "\n")
     for argv in (["verify", str(where)], ["verify", str(tmp_path / "none")],
                  ["merge", str(tmp_path / "m"), str(where), str(plain)],
-                 ["shrink", str(plain)],
+                 ["shrink", str(plain)], ["shrink", str(deep)], ["diff", str(deep), str(where)],
                  ["import", str(tmp_path / "m.onnx"), "--out", str(tmp_path / "o")]):
         code, err = cli_status(capsys, *argv)
         assert code == 3, (argv, err)
