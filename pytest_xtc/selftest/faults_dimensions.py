@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from pytest_xtc import ops
 from pytest_xtc.core.adapter import ONCE, Artifact, RunResult, Timing
 from pytest_xtc.core.cases import twins, values
 from pytest_xtc.core.cases.case import Case
@@ -92,10 +93,9 @@ class RowsPast65536(RowsPast256):
     ROWS = 1 << 16
 
 
-#: The loops of a compute op's nest: those over its output's axes, in order, and its
-#: reductions, each as (operand, axis) of the input it runs over.
-OUTPUT_LOOPS = {"matmul": ("i", "j"), "conv2d": ("n", "h", "w", "f")}
-REDUCTION_LOOPS = {"matmul": {"k": (1, 0)}, "conv2d": {"r": (1, 0), "s": (1, 1), "c": (1, 2)}}
+#: The reduction loops of matmul and conv2d, each by the axis of their second operand (B,
+#: the weights) it runs over. The loops of each nest are the op's (``ops/<op>.py``).
+WEIGHT_AXES: dict[str, dict[str, int]] = {"matmul": {"k": 0}, "conv2d": {"r": 0, "s": 1, "c": 2}}
 
 
 class LoopBound16(Knowing):
@@ -114,23 +114,26 @@ class LoopBound16(Knowing):
 
     def feed(self, inputs: Sequence[np.ndarray]) -> Sequence[np.ndarray]:
         op = self.last_op()
-        fed = list(inputs)
-        for name, (operand, axis) in REDUCTION_LOOPS.get(op, {}).items():
-            if op not in self.OPS or operand >= len(fed) or fed[operand].ndim <= axis:
-                continue
-            extent = fed[operand].shape[axis]
-            runs = self._runs(name, extent)
-            if runs < extent:
-                fed[operand] = fed[operand].copy()
-                np.moveaxis(fed[operand], axis, 0)[runs:] = 0
-        return fed
+        if op not in self.OPS or len(inputs) < 2:
+            return inputs
+        shape = inputs[1].shape
+        cut = {axis: self._runs(name, shape[axis]) for name, axis in WEIGHT_AXES[op].items()}
+        cut = {axis: runs for axis, runs in cut.items() if runs < shape[axis]}
+        if not cut:  # the kernel reads the operands as placed
+            return inputs
+        weights = inputs[1].copy()
+        for axis, runs in cut.items():  # terms past the count never added
+            np.moveaxis(weights, axis, 0)[runs:] = 0
+        return [inputs[0], weights, *inputs[2:]]
 
     def spoil(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
         op = self.last_op()
         if op not in self.OPS or not outputs:
             return
+        spec = ops.get(op)
         out = outputs[0]
-        for axis, name in enumerate(OUTPUT_LOOPS[op][: out.ndim]):
+        parallel = [loop for loop in spec.loops if loop not in spec.reductions]
+        for axis, name in enumerate(parallel[: out.ndim]):  # the output's axes, in order
             runs = self._runs(name, out.shape[axis])
             if runs < out.shape[axis]:
                 values.fill_unwritten(np.moveaxis(out, axis, 0)[runs:])
@@ -176,13 +179,11 @@ class ReductionRemainder(Tampered):
     last tile that already covered it)."""
 
     SCALE = 0.0
-    AXES: ClassVar[dict[str, dict[str, int]]] = {
-        "matmul": {"k": 0}, "conv2d": {"r": 0, "s": 1, "c": 2}}
 
     def compile(self, case: Case, workdir: Path) -> Artifact:
         artifact = super().compile(case, workdir)
-        ops = [n["expr"]["op"]["name"] for n in case.graph["nodes"]]
-        axes = next((self.AXES[o] for o in ops if o in self.AXES), {})
+        names = [n["expr"]["op"]["name"] for n in case.graph["nodes"]]
+        axes = next((WEIGHT_AXES[o] for o in names if o in WEIGHT_AXES), {})
         artifact.cut = {axes[k]: t for k, t in _reduction_tiles(case).items()  # type: ignore[attr-defined]
                         if k in axes}
         return artifact

@@ -84,12 +84,6 @@ def check_yaml_nesting(text: str) -> None:
         pass
 
 
-def compose_yaml(text: str) -> yaml.Node | None:
-    """The YAML tree of ``text``, its nesting checked first."""
-    check_yaml_nesting(text)
-    return yaml.compose(text, Loader=_SAFE_LOADER)
-
-
 class DuplicateKey(ValueError):
     """A mapping names one key twice; the message names the file, the key and the line."""
 
