@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from pytest_xtc.core.cases import twins
 from pytest_xtc.core.cases.identity import test_id
 from pytest_xtc.core.execution.suite import cases_for
 from pytest_xtc.plugin import explore, state
@@ -199,11 +200,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if session is None:
         return
     explored = explore.explored_cases(metafunc.config, session.cases())
-    chosen = [
+    chosen = [  # each twin right after its twin: it runs in the worker its twin kept
         (adapter, case)
         for adapter in session.adapters
-        for case in [*session.planned(adapter), *cases_for(adapter, explored)]
-        if session.selected(adapter.name, case.id)
+        for case in twins.adjacent([
+            case for case in [*session.planned(adapter), *cases_for(adapter, explored)]
+            if session.selected(adapter.name, case.id)])
     ]
     if session.case_ids:
         found = {i for adapter, case in chosen for i in (case.id, test_id(adapter.name, case.id))}

@@ -10,14 +10,14 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Callable, Generator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
 import pytest
 
 from pytest_xtc.core.adapter import TargetAdapter, Tier
-from pytest_xtc.core.cases import expectations
+from pytest_xtc.core.cases import expectations, twins
 from pytest_xtc.core.cases.case import Case
 from pytest_xtc.core.execution.executors import interrupted
 from pytest_xtc.core.execution.runner import run_case
@@ -48,6 +48,9 @@ class PendingCase:
         session = state.get(self.request.config)
         assert session is not None and session.settings is not None  # set at configure
         settings = session.settings
+        adapter, after = session.next_case
+        if adapter is self.adapter and twins.follows(self.case, after):
+            settings = replace(settings, keep_worker=True)  # its twin runs next, in it
         try:
             outcome = run_case(self.adapter, self.case, self.workdir, settings)
         except pytest.fail.Exception as exc:  # a timeout plugin ended the case: no verdict
@@ -92,6 +95,16 @@ def xtc_verdict(
 ) -> Callable[[], None]:
     """Runs the case and turns its outcome into the test's verdict, in the test's call."""
     return partial(conclude, request, xtc_adapter, xtc_outcome)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """Note the case that runs next in this process: a case whose twin it is keeps its
+    worker for it (``core/cases/twins.py``)."""
+    session = state.get(item.config)
+    if session is not None:
+        params = getattr(getattr(nextitem, "callspec", None), "params", {})
+        session.next_case = (params.get("xtc_adapter"), params.get("xtc_case"))
 
 
 def pytest_keyboard_interrupt() -> None:

@@ -29,6 +29,8 @@ class XtcSession:
     builtin: bool = True  # the built-in catalog runs (not --xtc-only-cases)
     case_ids: frozenset[str] = frozenset()  # --xtc-case: only these (empty: every case)
     settings: Settings | None = None  # the runner's, from the command line (set at configure)
+    #: the adapter and case of the item that runs next in this process (None, None)
+    next_case: tuple[Any, Any] = (None, None)
     _case_lists: dict[tuple[str, str], list[Case]] = field(default_factory=dict, repr=False)
 
     def cases(self) -> list[Case]:

@@ -5,6 +5,8 @@ only in attributes get distinct ids and run back to back."""
 
 from __future__ import annotations
 
+import re
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -42,7 +44,7 @@ CAUGHT_BY = {
     "square-filter-assumed": ["conv2d-float32-1x10x1x3-3x1x5-s3x2-p1-1_0-0-split"],  # class 3
     "strides-swapped": ["conv2d-float32-1x10x1x3-3x1x5-s3x2-p1-1_0-0-split"],
     "pad-sides-swapped": ["conv2d-float32-1x8x8x3-3x3x4-s2-p0-1_0-1-none"],  # class 4
-    "cache-without-attributes": ["pad2d-float32-1x5x6x3-pad0-1_1-0-none"],  # class 5
+    "cache-without-attributes": ["pad2d-float32-1x5x6x3-pad1-0_0-1-none"],  # class 5
     "cache-without-dtype": ["pad2d-float64-2x5x3x1-pad1-none"],
     "cache-without-shapes": ["matmul-float32-1x1x8-vectorize"],
     "aligned-loads": ["matmul-float32-16x37x8-tile_ijk-odd-offset"],  # class 6
@@ -168,7 +170,57 @@ def test_attribute_twins_in_user_files_get_distinct_ids_and_run_back_to_back(
     ids = [c.id for c in loaded]
     assert len(set(ids)) == len(ids), ids
     assert any("Y.padding=1:0_1_2:1_0" in i for i in ids), ids
-    assert all(c.twin is not None for c in loaded)
+    # in pairs (random inputs, exact inputs): the second of each runs after the first
+    sources = {c.id for c in loaded if c.twin is None}
+    assert len(sources) == 2 and all(c.twin.id in sources for c in loaded if c.twin), ids
     bad = faults.make("cache-without-attributes")
     verdicts = [run_case(bad, c, tmp_path / f"w{n}", Settings(0)) for n, c in enumerate(loaded)]
-    assert any(o.status is Status.FAILED for o in verdicts)
+    assert [o.status for o in verdicts] == [
+        Status.PASSED if c.id in sources else Status.FAILED for c in loaded]
+
+
+#: An attribute-only pair of the catalog: the twin runs right after the first.
+FIRST, TWIN = "pad2d-float32-1x5x6x3-pad0-1_1-0-none", "pad2d-float32-1x5x6x3-pad1-0_0-1-none"
+
+
+def test_a_twin_right_after_its_twin_runs_in_the_worker_its_twin_kept(tmp_path: Path) -> None:
+    """No run of the twin of its own when the twin's own run, just before, kept its
+    worker (the plugin asks for it when the next item is its twin); a faulty cache still
+    fails the second. Run alone, the twin runs its twin first ("-twin-first")."""
+    first, twin = catalog(FIRST, TWIN)
+    assert first.twin is None and twin.twin is not None and twin.twin.id == first.id
+    keep = replace(Settings(0), keep_worker=True)
+    bad = faults.make("cache-without-attributes")
+    assert run_case(bad, first, tmp_path / "bad-a", keep).status is Status.PASSED
+    chained = run_case(bad, twin, tmp_path / "bad-b", Settings(0))
+    assert chained.status is Status.FAILED, chained.message
+    assert not (tmp_path / "bad-b-twin-first").exists()
+    alone = run_case(bad, twin, tmp_path / "bad-c", Settings(0))
+    assert alone.status is Status.FAILED and (tmp_path / "bad-c-twin-first").exists()
+    host = HostTarget(TargetSpec("host", "host"))
+    for seed in SEEDS:
+        ran = run_case(host, first, tmp_path / f"a{seed}", replace(keep, base_seed=seed))
+        assert ran.status is Status.PASSED, ran.message
+        outcome = run_case(host, twin, tmp_path / f"b{seed}", Settings(seed))
+        assert outcome.status is Status.PASSED, outcome.message
+        assert not (tmp_path / f"b{seed}-twin-first").exists()
+
+
+def test_the_plugin_runs_each_twin_right_after_its_twin_in_the_same_worker(
+        vendor, run, pytester: pytest.Pytester) -> None:  # type: ignore[no-untyped-def]
+    """Given in any order, the pair runs first then twin; the twin reuses the first's
+    worker (no "-twin-first" run) and the faulty cache fails it; selected alone, the twin
+    runs its twin first and fails too; the real host passes the pair."""
+    vendor("faulty_xtc", {"faulty-cache": "pytest_xtc.selftest.faults_dimensions:"
+                                          "CacheWithoutAttributes"})
+    picked = (f"--xtc-case={TWIN}", f"--xtc-case={FIRST}", "-v")
+    for target, verdicts in (("host", ["PASSED", "PASSED"]),
+                             ("faulty-cache", ["PASSED", "FAILED"])):
+        result = run(f"--xtc-target={target}", f"--basetemp={target}", *picked)
+        ran = [m.groups() for line in result.outlines  # -v's lines
+               if (m := re.match(r"\S+::test_conformance\[(\S+)\] (PASSED|FAILED)", line))]
+        assert ran == [(f"{target}-{FIRST}", verdicts[0]), (f"{target}-{TWIN}", verdicts[1])]
+        assert not list((pytester.path / target).glob("*twin-first*"))
+    alone = run("--xtc-target=faulty-cache", "--basetemp=alone", f"--xtc-case={TWIN}")
+    alone.assert_outcomes(failed=1)
+    assert list((pytester.path / "alone").glob("*twin-first*"))

@@ -74,8 +74,8 @@ class Case:
     #: (256 bytes), ``element`` (one element past), ``odd`` (an odd byte offset).
     align: str = "aligned"
     #: A case whose graph differs from this one's only in attributes, in dtype or in
-    #: shapes (``core/cases/twins.py``): the runner runs it first, on the same worker (a
-    #: kernel cache keyed without them is caught).
+    #: shapes (``core/cases/twins.py``): this case runs right after it, in the same worker
+    #: (a kernel cache keyed without them is caught).
     twin: Case | None = None
 
     @property

@@ -2,12 +2,15 @@
 (the ops' attributes, the dtype, the operands' shapes). No pytest.
 
 A kernel cache keyed without that thing serves one twin the other's kernel: each twin
-case is run right after its twin, on the same worker (``Case.twin``; the runner runs the
-twin first, its verdict not this case's business). Every attribute-only group is paired
-(a ring); dtype-only and shape-only twins, of which the catalog has many, pair one case
-per family each (its cheapest group), so the check costs a few runs, not a run a case.
-User case files may hold attribute-only twins: their ids are told apart by the attributes
-that differ (:func:`distinguish`), never refused as "defined twice".
+case is run right after its twin, in the same worker (``Case.twin``). Twins come in
+disjoint pairs, the first of a pair never a twin itself: ordered so that the second
+follows the first (:func:`adjacent`), the second runs in the first's own worker, kept for
+it, and the check costs no run of its own; elsewhere the runner runs the twin first, its
+verdict not this case's business. Every case of an attribute-only group is in a pair;
+dtype-only and shape-only twins, of which the catalog has many, pair one case per family
+each (its cheapest group). User case files may hold attribute-only twins: their ids are
+told apart by the attributes that differ (:func:`distinguish`), never refused as
+"defined twice".
 """
 
 from __future__ import annotations
@@ -79,35 +82,73 @@ def _groups(cases: Sequence[Case], graphs: Sequence[str], left_out: str,
 
 
 def pair(cases: Sequence[Case], also: Sequence[str] = ()) -> list[Case]:
-    """``cases`` with twins set: in each group of cases that differ only in attributes,
-    each case's twin is the next one with another graph (a ring); then, for each other
-    thing ``also`` names (the catalog: dtype and shapes), in each family, one case
-    without a twin yet gets a twin differing only in it (from the group whose two first
-    members cost least, :func:`_cost`)."""
+    """``cases`` with twins set, in disjoint pairs: in each group of cases that differ
+    only in attributes, each case in turn is the twin of the earliest one still alone
+    with another graph, or else waits for one (one left over: the twin of the group's
+    first); then, for each other thing ``also`` names (the catalog: dtype and shapes), in
+    each family, one case in no pair yet gets a twin in no pair yet, differing only in it
+    (from the group whose two first members cost least, :func:`_cost`)."""
     found = list(cases)
     graphs = [_graph(case) for case in cases]
+    sources: set[int] = set()  # the first of a pair: run before its twin, never a twin
 
-    def join(n: int, ring: Sequence[int]) -> None:
-        """``cases[n]``'s twin: the first case of ``ring`` with another graph."""
-        other = next(cases[m] for m in ring if graphs[m] != graphs[n])
-        found[n] = replace(cases[n], twin=replace(other, twin=None))
+    def join(n: int, source: int) -> None:
+        found[n] = replace(cases[n], twin=replace(cases[source], twin=None))
+        sources.add(source)
 
     for members in _groups(cases, graphs, "attributes", range(len(cases))):
-        for at, n in enumerate(members):
-            join(n, members[at + 1 :] + members[:at])
+        alone: list[int] = []
+        for n in members:
+            partner = next((m for m in alone if graphs[m] != graphs[n]), None)
+            if partner is None:
+                alone.append(n)
+            else:
+                alone.remove(partner)
+                join(n, partner)
+        for n in alone:  # a source if one has another graph, else any such member
+            others = [m for m in members if m != n and graphs[m] != graphs[n]]
+            join(n, next((m for m in others if found[m].twin is None and m not in alone),
+                         others[0]))
     families: dict[str, list[int]] = defaultdict(list)
     for n, case in enumerate(cases):
         families[case.op].append(n)
     dtypes = list(dict.fromkeys(case.dtype for case in cases))
     for kind in also:
         for members in families.values():
-            free = [n for n in members if found[n].twin is None]
+            free = [n for n in members if found[n].twin is None and n not in sources]
             groups = [sorted(g, key=lambda n: (_cost(cases[n], dtypes), n))
                       for g in _groups(cases, graphs, kind, free)]
             if groups:  # sorted: a group's second member costs the most of its first two
                 first, *rest = min(groups, key=lambda g: (_cost(cases[g[1]], dtypes), g[0]))
-                join(next(n for n in rest if graphs[n] != graphs[first]), [first])
+                join(next(n for n in rest if graphs[n] != graphs[first]), first)
     return found
+
+
+def adjacent(cases: Sequence[Case]) -> list[Case]:
+    """``cases``, each twin moved right after its own twin where that one is among them
+    and runs no twin first itself (one twin each): the twin then runs in the worker its
+    twin's own run kept, instead of running its twin again first."""
+    by_id = {case.id: case for case in cases}
+    follower: dict[str, Case] = {}
+    for case in cases:
+        first = by_id.get(case.twin.id) if case.twin is not None else None
+        if first is not None and first.twin is None and first.id not in follower:
+            follower[first.id] = case
+    moved = {id(case) for case in follower.values()}
+    ordered: list[Case] = []
+    for case in cases:
+        if id(case) not in moved:
+            ordered.append(case)
+            if case.id in follower:
+                ordered.append(follower[case.id])
+    return ordered
+
+
+def follows(case: Case, after: Case | None) -> bool:
+    """Whether ``after``, the case that runs next on the same worker, is ``case``'s twin
+    and can run in the worker ``case``'s own run keeps (``case`` runs no twin first)."""
+    return (after is not None and after.twin is not None and case.twin is None
+            and after.twin.id == case.id)
 
 
 def _attributes(graph: dict[str, Any]) -> dict[str, Any]:

@@ -299,6 +299,7 @@ class _HostHandler:
                           keep=work.settings.keep_worker, reuse=work.settings.kept_worker)
         done.notes += inner.notes
         done.moved_s = inner.moved_s
+        done.kept = inner.kept
         return done
 
     def after_reply(self) -> None:

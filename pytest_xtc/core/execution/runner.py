@@ -113,14 +113,14 @@ def run_case(
     # A split run makes the inputs here, whether or not this machine can run the kernels.
     execute = probe.tier is Tier.EXECUTE or (settings.split and probe.can_compile)
     twin_first = probe.tier is Tier.EXECUTE and not settings.split and case.twin is not None
-    if twin_first and case.twin is not None:
+    executor = executor_for(adapter, settings)
+    if twin_first and case.twin is not None and executor.kept != case.twin.id:
         # Right before it, in the same worker (as the order check's pair): a kernel cache
         # keyed without what tells them apart (attributes, dtype, shapes) gives this case
-        # its twin's kernel.
+        # its twin's kernel. Unless the twin's own run, just before, kept its worker.
         quiet = replace(settings, order=(), timing=ONCE, perf=False, peak=False,
                         keep_worker=True, kept_worker=False)
         run_case(adapter, case.twin, workdir.with_name(f"{workdir.name}-twin-first"), quiet)
-    executor = executor_for(adapter, settings)
     empty = transfer.shared_empty if executor.shared else np.empty
     input_sets: list[list[np.ndarray]] = [[]]
     outputs: list[np.ndarray] = []  # their shapes and dtypes (untouched memory)

@@ -73,6 +73,7 @@ class Work:
     guarded: bool = False  # operands lay inside guard bands
     notes: list[str] = field(default_factory=list)  # what the worker did after the case
     export: Any = None  # the adapter's ExportedKernel, for a device runner (split runs)
+    kept: bool = False  # the worker that did it is kept for the next case (``keep_worker``)
 
     @property
     def outputs(self) -> list[np.ndarray]:
@@ -125,6 +126,13 @@ class WorkRequest:
     execute: bool
     settings: Settings
     more: list[list[np.ndarray]] = field(default_factory=list)  # further calls' inputs
+
+
+def kept_case(request: WorkRequest, done: Work) -> str:
+    """The id of ``request``'s case if its work ran alone in a fresh worker that is now
+    kept for the next work, else "": a twin may then run there, right after it (as after
+    running it first itself, whatever its verdict)."""
+    return request.case.id if done.kept and not request.settings.kept_worker else ""
 
 
 def call_kernel(

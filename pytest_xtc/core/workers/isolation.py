@@ -125,6 +125,11 @@ class Worker:
         self._stopper: int | None = None  # the thread that last stopped the child
         self._sent_at = 0.0
 
+    @property
+    def kept(self) -> bool:
+        """Whether the last call's child is kept, alive, for the next call (``keep``)."""
+        return self._kept and bool(self.pid)
+
     def call(
         self,
         request: Any,
@@ -149,6 +154,8 @@ class Worker:
             check_limit(f"{phase} time limit", limit)
         if self._kept and not reuse:
             self.stop()  # what the kept child went through must not reach this call
+        gone = ("the worker kept for this call was gone: it ran in a new one",) \
+            if reuse and self.fresh and not self.kept else ()
         self._kept = False
         self._meanwhile = meanwhile
         retried: tuple[str, ...] = ()
@@ -165,7 +172,7 @@ class Worker:
                            f"({exc.cause}); it ran in a new one",)
             finally:
                 self._check_template()
-        self.notes = message.notes + self._restored + retried
+        self.notes = message.notes + self._restored + retried + gone
         self._restored = ()
         if self.fresh and keep and not message.retire:
             self._kept = True

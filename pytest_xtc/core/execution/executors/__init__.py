@@ -30,6 +30,9 @@ from pytest_xtc.core.outcome import Outcome, Status
 class Executor(Protocol):
     shared: bool
     phase: str  # the phase the last (or current) case's work reported
+    #: the id of the case that the last work ran alone, in a fresh worker now kept for
+    #: the next work (``keep_worker``); "" if none
+    kept: str
 
     @property
     def adapter(self) -> TargetAdapter: ...

@@ -15,6 +15,7 @@ class InlineExecutor:
     def __init__(self, adapter: TargetAdapter) -> None:
         self.adapter = adapter
         self.phase = Phase.COMPILE.value
+        self.kept = ""  # no worker: none is ever kept
 
     def run(self, request: WorkRequest, limits: Mapping[str, float],
             meanwhile: Callable[[], None] | None = None) -> Work:

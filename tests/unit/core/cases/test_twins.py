@@ -1,8 +1,10 @@
 """Twins: the catalog pairs cases that differ only in attributes (every one), only in dtype
-or only in shapes (one case a family), each run right after its twin."""
+or only in shapes (one case a family), in disjoint pairs, each twin run right after its
+twin (next to it in the order: in the worker its twin's own run kept)."""
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 from dataclasses import replace
 
@@ -49,3 +51,29 @@ def test_user_files_pair_attribute_twins_only_and_an_unknown_kind_is_refused() -
     assert sum(c.twin is not None for c in twins.pair(plain, also=("dtype",))) == 1
     with pytest.raises(ValueError, match="'layout' is not one of attributes, dtype, shapes"):
         twins.pair(plain, also=("layout",))
+
+
+def test_twins_come_in_disjoint_pairs_that_hold_every_attribute_only_case() -> None:
+    every = builtin_cases()
+    by_id = {c.id: c for c in every}
+    firsts = [c.twin.id for c in every if c.twin is not None]
+    assert all(by_id[i].twin is None for i in firsts)  # a pair's first is never a twin
+    assert len(set(firsts)) >= len(firsts) - 2  # one twin each, bar an odd group's last
+    graphs = [twins._graph(c) for c in every]
+    in_pairs = {c.id for c in every if c.twin is not None} | set(firsts)
+    for group in twins._groups(every, graphs, "attributes", range(len(every))):
+        assert {every[n].id for n in group} <= in_pairs
+
+
+def test_adjacent_moves_each_twin_right_after_its_twin() -> None:
+    every = builtin_cases()
+    ordered = twins.adjacent(every)
+    assert sorted(c.id for c in ordered) == sorted(c.id for c in every)
+    paired = [c for c in every if c.twin is not None]
+    assert sum(twins.follows(a, b) for a, b in itertools.pairwise(ordered)) == len(paired)
+    twin = paired[0]
+    first = next(c for c in every if c.id == twin.twin.id)
+    assert twins.follows(first, twin) and not twins.follows(twin, first)
+    assert not twins.follows(first, None)
+    # a twin whose twin is not among the cases stays where it was
+    assert twins.adjacent([paired[0]]) == [paired[0]]
