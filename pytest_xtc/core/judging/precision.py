@@ -102,10 +102,12 @@ def terms(dtype: str, got: np.ndarray, expected: np.ndarray, magnitude: np.ndarr
           k: int) -> Terms:
     """One output's sums: ``got`` the target's result, ``expected`` the float64 reference,
     ``magnitude`` = |A||B|, ``k`` the reduction length."""
-    error = got.astype(np.float64) - expected
+    error = (got.astype(np.float64) - expected).ravel()
     s2 = np.square(magnitude) * (KAPPA2 / k)
     v = (k / 3.0) * np.square(expected) + (k / 6.0 + 1.0) * s2
-    return Terms(dtype, float(np.vdot(error, error)), float(v.sum()) / 6.0,
+    # the sum of squares by einsum's own loop, not BLAS: BLAS's dot of a long vector
+    # wakes its thread pool, whose threads then spin on the cores a worker needs
+    return Terms(dtype, float(np.einsum("i,i->", error, error)), float(v.sum()) / 6.0,
                  float(s2.sum()), int(error.size))
 
 
