@@ -333,6 +333,21 @@ def test_a_fresh_worker_never_serves_two_calls_in_one_process() -> None:
     assert len(set(pids)) == 3
 
 
+def test_a_kept_child_serves_the_next_call_that_asks_and_one_gone_is_said() -> None:
+    """``keep`` then ``reuse``: one process (``kept`` says so between them); ``reuse``
+    with no kept child: a fresh one, and the call's notes say the kept one was gone."""
+    worker = isolation.Worker(lambda request, report: __import__("os").getpid(), fresh=True)
+    try:
+        first = worker.call(None, {"x": 30}, "x", keep=True)
+        assert worker.kept
+        assert worker.call(None, {"x": 30}, "x", reuse=True) == first and not worker.kept
+        assert not any("was gone" in note for note in worker.notes)
+        third = worker.call(None, {"x": 30}, "x", reuse=True)
+        assert third != first and any("kept for this call was gone" in n for n in worker.notes)
+    finally:
+        worker.stop()
+
+
 def _zombies() -> int:
     found = 0
     for child in hygiene._children(os.getpid()):
