@@ -67,8 +67,11 @@ def test_the_time_spent_moving_a_call_is_measured_apart_from_its_work() -> None:
     heap = np.full(16 * MB, 7.0, dtype=np.float32)  # written into a new file each way
     worker = isolation.Worker(slow_echo)
     try:
-        worker.call(None, {"x": 5.0}, "x")
-        nothing = worker.moved_s
+        moved_nothing = []
+        for _ in range(2):  # the least of two: on a loaded machine one may wait for a core
+            worker.call(None, {"x": 5.0}, "x")
+            moved_nothing.append(worker.moved_s)
+        nothing = min(moved_nothing)
         start = time.perf_counter()
         back = worker.call(heap, {"x": 5.0}, "x")
         whole = time.perf_counter() - start
