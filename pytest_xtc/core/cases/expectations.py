@@ -30,7 +30,12 @@ from pytest_xtc.core.cases.case import Case
 from pytest_xtc.core.cases.selectors import KEYS as SELECTOR_KEYS
 from pytest_xtc.core.cases.selectors import Selector, SelectorError, Traits, xtc_version
 from pytest_xtc.core.cases.textfile import UnreadableFile, one_line, read_text
-from pytest_xtc.core.cases.unique_keys import DuplicateKey, yaml_duplicate, yaml_events
+from pytest_xtc.core.cases.unique_keys import (
+    DuplicateKey,
+    compose,
+    yaml_duplicate,
+    yaml_events,
+)
 from pytest_xtc.core.outcome import STAGES as PHASES
 
 ENTRY_KEYS = (*SELECTOR_KEYS, "executed", "phase", "reason", "url")
@@ -105,7 +110,7 @@ def _compose(path: Path, text: str) -> yaml.Node | None:
                     f"{path}:{event.start_mark.line + 1}: YAML anchors and aliases "
                     f"(&{anchor}, *{anchor}) are not allowed; write the entries out"
                 )
-        root = yaml.compose(text, Loader=yaml.SafeLoader)  # its nesting checked above
+        root = compose(text)  # its nesting checked by the events above
         if root is not None:
             yaml_duplicate(root, str(path))
         return root

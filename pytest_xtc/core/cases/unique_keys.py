@@ -84,6 +84,12 @@ def check_yaml_nesting(text: str) -> None:
         pass
 
 
+def compose(text: str) -> yaml.Node | None:
+    """The YAML tree of ``text``, by libyaml where PyYAML has it; its nesting checked
+    already (:func:`yaml_events` or :func:`check_yaml_nesting`)."""
+    return yaml.compose(text, Loader=_SAFE_LOADER)
+
+
 class DuplicateKey(ValueError):
     """A mapping names one key twice; the message names the file, the key and the line."""
 

@@ -145,7 +145,10 @@ def run_case(
             references()
         else:
             wanted = execute and not settings.pack_dir  # a packed case is judged later
+            executor.kept = ""
             done = executor.run(request, limits, references if wanted else None)
+            # a twin may run in that worker next, as after running this case first itself
+            executor.kept = case.id if done.kept and not settings.kept_worker else ""
         interrupts.check()  # a Ctrl-C an in-process adapter swallowed: no verdict
     except isolation.ChildFailure as exc:
         phase = outcome_phase(exc.phase).value

@@ -128,13 +128,6 @@ class WorkRequest:
     more: list[list[np.ndarray]] = field(default_factory=list)  # further calls' inputs
 
 
-def kept_case(request: WorkRequest, done: Work) -> str:
-    """The id of ``request``'s case if its work ran alone in a fresh worker that is now
-    kept for the next work, else "": a twin may then run there, right after it (as after
-    running it first itself, whatever its verdict)."""
-    return request.case.id if done.kept and not request.settings.kept_worker else ""
-
-
 def call_kernel(
     adapter: TargetAdapter,
     artifact: Any,

@@ -30,8 +30,8 @@ from pytest_xtc.core.outcome import Outcome, Status
 class Executor(Protocol):
     shared: bool
     phase: str  # the phase the last (or current) case's work reported
-    #: the id of the case that the last work ran alone, in a fresh worker now kept for
-    #: the next work (``keep_worker``); "" if none
+    #: the id of the case whose work, run alone in a fresh worker, left that worker kept
+    #: for the next work (``keep_worker``); "" if none. Set by the runner.
     kept: str
 
     @property

@@ -10,7 +10,7 @@ from functools import partial
 
 from pytest_xtc.core.adapter import TargetAdapter
 from pytest_xtc.core.execution.executors.beside import one_blas_thread
-from pytest_xtc.core.execution.work import Work, WorkRequest, kept_case, target_work
+from pytest_xtc.core.execution.work import Work, WorkRequest, target_work
 from pytest_xtc.core.limits import worker_memory_limit
 from pytest_xtc.core.outcome import Phase
 from pytest_xtc.core.workers import isolation
@@ -23,7 +23,7 @@ class ForkedExecutor:
         self.adapter = adapter
         self.worker: isolation.Worker | None = None
         self.phase = Phase.COMPILE.value
-        self.kept = ""  # the case whose own worker is kept, having run it alone
+        self.kept = ""  # the case whose own worker is kept, having run it alone (runner)
 
     def run(self, request: WorkRequest, limits: Mapping[str, float],
             meanwhile: Callable[[], None] | None = None) -> Work:
@@ -33,7 +33,6 @@ class ForkedExecutor:
             handler = partial(target_work, self.adapter, in_worker=True)
             self.worker = isolation.Worker(handler, worker_memory_limit(self.adapter),
                                            fresh=True)
-        self.kept = ""
         done: Work = self.worker.call(request, limits, Phase.COMPILE.value, self._enter,
                                       one_blas_thread(meanwhile),
                                       keep=request.settings.keep_worker,
@@ -41,7 +40,6 @@ class ForkedExecutor:
         done.notes += self.worker.notes
         done.moved_s = self.worker.moved_s
         done.kept = self.worker.kept
-        self.kept = kept_case(request, done)
         return done
 
     def _enter(self, phase: str) -> None:

@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 
 from pytest_xtc.core.execution.executors.beside import one_blas_thread
 from pytest_xtc.core.execution.remote import IsolatedAdapter
-from pytest_xtc.core.execution.work import Work, WorkRequest, kept_case
+from pytest_xtc.core.execution.work import Work, WorkRequest
 from pytest_xtc.core.outcome import Phase
 
 
@@ -18,14 +18,12 @@ class HostedExecutor:
     def __init__(self, adapter: IsolatedAdapter) -> None:
         self.adapter = adapter
         self.phase = Phase.COMPILE.value
-        self.kept = ""  # the case whose own worker is kept, having run it alone
+        self.kept = ""  # the case whose own worker is kept, having run it alone (runner)
 
     def run(self, request: WorkRequest, limits: Mapping[str, float],
             meanwhile: Callable[[], None] | None = None) -> Work:
-        self.kept = ""
         done: Work = self.adapter.work(request, limits, Phase.COMPILE.value, self._enter,
                                        one_blas_thread(meanwhile))
-        self.kept = kept_case(request, done)
         return done
 
     def _enter(self, phase: str) -> None:
