@@ -3,7 +3,9 @@ bad one is a usage error), then the plugin's other modules registered."""
 
 from __future__ import annotations
 
+import os
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,18 +16,7 @@ from pytest_xtc.core.cases import expectations
 from pytest_xtc.core.cases.case import CaseFileError, check_unique, load_case_paths
 from pytest_xtc.core.execution.remote import HostLimits, IsolatedAdapter
 from pytest_xtc.core.workers import interrupts
-from pytest_xtc.plugin import (
-    benchmarking,
-    collection,
-    explore,
-    options,
-    outcomes,
-    pack,
-    reporting,
-    sharding,
-    state,
-)
-from pytest_xtc.plugin.terminal import OutcomeCollector
+from pytest_xtc.plugin import options
 
 
 def configure(config: pytest.Config) -> None:
@@ -39,12 +30,27 @@ def configure(config: pytest.Config) -> None:
             if problem:
                 raise registry.SelectionError(problem)
         isolate = not config.getoption("xtc_no_isolation")
-        limits = host_limits(config.getoption("xtc_probe_timeout"))
+        limits = replace(host_limits(config.getoption("xtc_probe_timeout")),
+                         ahead=_free_core(config))
         adapters = registry.resolve(selection, values, isolate=isolate, limits=limits)
         if not _xdist_controller(config):  # hosts load XTC while the rest is set up
             for adapter in adapters:
                 if isinstance(adapter, IsolatedAdapter):
                     adapter.warm()
+        # The rest of the plugin is imported once the hosts are loading XTC, not before:
+        # the first case waits for them.
+        from pytest_xtc.plugin import (
+            benchmarking,
+            collection,
+            explore,
+            outcomes,
+            pack,
+            reporting,
+            sharding,
+            state,
+        )
+        from pytest_xtc.plugin.terminal import OutcomeCollector
+
         if not config.getoption("xtc_ignore_expectations"):
             for adapter in adapters:
                 path = adapter.expectations_file()
@@ -96,6 +102,16 @@ def _xdist_controller(config: pytest.Config) -> bool:
     if hasattr(config, "workerinput"):
         return False
     return bool(config.getoption("numprocesses", None)) or config.getoption("dist", "no") != "no"
+
+
+def _free_core(config: pytest.Config) -> bool:
+    """Whether the machine has a core beyond this session's workers (a serial run on two
+    cores, ``-n 2`` on four): the case workers then get ready on it (``HostLimits.ahead``).
+    Under ``-n`` as many as cores, none is free: getting ready ahead would only take CPU
+    from the other workers' cases."""
+    workers = int(getattr(config, "workerinput", {}).get("workercount", 1))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return (cores or 1) > workers
 
 
 def host_limits(probe_s: float | None) -> HostLimits:

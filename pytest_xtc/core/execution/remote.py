@@ -50,13 +50,18 @@ MEASURE_S = 3600.0  # their backstop there (the host's own call has the real lim
 
 @dataclass(frozen=True)
 class HostLimits:
-    """Seconds allowed to each forwarded call (a vendor toolchain's probe may be slow)."""
+    """Seconds allowed to each forwarded call (a vendor toolchain's probe may be slow),
+    and whether a core is free for the host's case workers to get ready on (``ahead``:
+    each is forked one case early and copies the pages a case writes while the case
+    before it runs, :class:`isolation.Worker`; for a session running fewer workers than
+    the machine has cores)."""
 
     load: float = 60.0  # import, construction and prepare()
     probe: float = 30.0
     query: float = 10.0  # capabilities, time_limits, lock_key, expectations_file
     peak: float = 120.0  # peak_flops may measure
     grace: float = 5.0  # the host's own margin over a case's phase limits
+    ahead: bool = False
 
 
 class AdapterFailure(RuntimeError):
@@ -86,7 +91,7 @@ class IsolatedAdapter(TargetAdapter):
         # prepare()'s scratch directory: made and removed (at exit) by this process, so
         # that the host, which ends by os._exit, leaves nothing behind.
         self._scratch = tempfile.TemporaryDirectory(prefix=f"pytest-xtc-prepare-{spec.name}-")
-        state: dict[str, Any] = {"scratch": Path(self._scratch.name)}
+        state: dict[str, Any] = {"scratch": Path(self._scratch.name), "ahead": limits.ahead}
         self._host = isolation.Worker(
             _HostHandler(entry, spec, state), warm=(WARM,), warm_limit=limits.load, clean=False
         )
@@ -281,10 +286,11 @@ class _HostHandler:
             template.relay_quietly()
             state["inner"] = isolation.Worker(_inner_handler(adapter),
                                               worker_memory_limit(adapter), fresh=True,
-                                              defer_next=True)
+                                              defer_next=True, ahead=state["ahead"])
         kind, inner = request[0], state["inner"]
         if kind == WARM:
             inner.start()
+            inner.prepare_next()  # forked ahead: the second case's worker too
             return None
         if kind == "call":
             _, method, args = request

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_xtc.core.outcome import Failure, FailureKind
-from pytest_xtc.core.workers import fence, transfer
+from pytest_xtc.core.workers import fence, prefault, template, transfer
 from pytest_xtc.core.workers.output import OutputTail
-from pytest_xtc.core.workers.serving import Fds, Handler, child
+from pytest_xtc.core.workers.serving import REACHED, Fds, Handler, child
 
 
 class ChildFailure(Exception):
@@ -53,8 +53,10 @@ class Child:
         self.log.close()
 
 
-def spawn(handler: Handler, memory_limit: int | None, clean: bool) -> Child:
-    """Fork a child of this process, ready to serve ``handler``'s requests."""
+def spawn(handler: Handler, memory_limit: int | None, clean: bool,
+          ahead: prefault.Ranges = ()) -> Child:
+    """Fork a child of this process, ready to serve ``handler``'s requests; it copies the
+    pages ``ahead`` (:mod:`prefault`) while it waits for its first."""
     requests_read, requests = transfer.channel()
     replies, replies_write = transfer.pipe()
     lifeline_read, lifeline = os.pipe()
@@ -62,10 +64,11 @@ def spawn(handler: Handler, memory_limit: int | None, clean: bool) -> Child:
     parent = os.getpid()
     gc.freeze()  # the child's collector then leaves the parent's objects (and pages) alone
     fence.landlock_abi()  # libc loaded and the kernel asked here once, not in each child
+    born = template.take()  # what the child must still have when its first request comes
     pid = os.fork()
     if pid == 0:  # the child: never returns
         fds = Fds(requests_read, replies_write, lifeline_read, log.write_fd)
-        child(handler, fds, parent, memory_limit, clean)
+        child(handler, fds, parent, memory_limit, clean, born, ahead)
     log.start()
     os.close(requests_read)
     os.close(replies_write)
@@ -81,4 +84,7 @@ def how_it_ended(status: int) -> tuple[str, FailureKind]:
         return (f"killed by signal {name} ({signal.strsignal(number)})",
                 FailureKind(Failure.SIGNAL, name))
     code = os.WEXITSTATUS(status)
+    if code == REACHED:
+        return (f"exited with code {code} before its call: its scheduling was changed from "
+                "outside while it waited", FailureKind(Failure.EXIT_CODE, str(code)))
     return f"exited with code {code} and no result", FailureKind(Failure.EXIT_CODE, str(code))

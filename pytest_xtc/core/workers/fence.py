@@ -167,6 +167,13 @@ def landlock_abi() -> int:
     return max(int(version), 0)
 
 
+def scopes_signals() -> bool:
+    """Whether a worker's child here enters a Landlock domain scoping its signals (and
+    ptrace): then no process outside it, its parent's other children included, is
+    within a case's reach (Linux 6.12 and later, on the architectures the fence knows)."""
+    return platform.machine() in _ARCHES and landlock_abi() >= _SCOPED_ABI
+
+
 def _scope() -> str | None:
     """Enter a Landlock domain of this process's own, its signals scoped to it (ptrace and
     the ``/proc/<pid>`` files that need ptrace's leave are scoped by any domain); None when

@@ -48,7 +48,7 @@ from typing import Any, TypeVar
 
 from pytest_xtc.core.limits import check_limit
 from pytest_xtc.core.outcome import Failure, FailureKind
-from pytest_xtc.core.workers import interrupts, template, transfer, unpickling
+from pytest_xtc.core.workers import fence, interrupts, prefault, template, transfer, unpickling
 from pytest_xtc.core.workers.children import Child, ChildFailure, available, how_it_ended, spawn
 from pytest_xtc.core.workers.containment import kill_tree, reap_dying
 from pytest_xtc.core.workers.hygiene import process_state
@@ -68,6 +68,9 @@ REFUSED = "sent a reply that is not one"  # how a child that wrote anything else
 #: Phase reports one call may make: each starts its phase's clock, so a child reporting
 #: without end (a kernel writing reports) would never time out.
 MAX_REPORTS = 256
+#: The first fresh children whose written pages an ``ahead`` worker reads
+#: (:meth:`Worker._learn`); the pages all of them wrote are copied ahead.
+LEARN_FROM = 2
 
 
 _ids = itertools.count(1)
@@ -92,16 +95,24 @@ class Worker:
         clean: bool = True,
         fresh: bool = False,
         defer_next: bool = False,
+        ahead: bool = False,
     ) -> None:
         self.handler = handler
         self.fresh = fresh  # one child per call, forked from this process: never reused
         self._kept = False  # the last call kept its child for the next (``keep``)
-        #: A fresh worker's next child, forked once the last one is killed (never while a
-        #: case's process lives: it could reach its sibling), by :meth:`prepare_next`:
-        #: after each call, or when the owner says (``defer_next``: the host, once its
-        #: reply is sent).
-        self._spare: Child | None = None
+        #: A fresh worker's next children, forked once the last one is killed (never while
+        #: a case's process lives), by :meth:`prepare_next`: after each call, or when the
+        #: owner says (``defer_next``: the host, once its reply is sent). One, or two where
+        #: the owner says a core is free (``ahead``) and the fence scopes signals: the
+        #: second waits through the next case, out of its reach, copying the pages a case
+        #: writes (:mod:`prefault`) so that its own case does not.
+        self._spares: list[Child] = []
         self.defer_next = defer_next
+        self._retiring = False  # the last call's child, done, is killed by prepare_next
+        self._idle = False  # the child has served no call yet
+        self.ahead = ahead and fresh and fence.scopes_signals()
+        self._written: list[frozenset[int]] = []  # pages its first case workers wrote
+        self._learned: prefault.Ranges = ()  # those written by both, copied ahead
         #: this process's state that others can change (:mod:`template`), as it was
         self._reachable = template.take()
         self._restored: tuple[str, ...] = ()  # what was put back before the last fork
@@ -152,6 +163,8 @@ class Worker:
         (ended from outside): the request goes once more to a new child, said in ``notes``."""
         for phase, limit in limits.items():
             check_limit(f"{phase} time limit", limit)
+        if self._retiring:
+            self._retire()  # the owner did not say its reply was out: never reused
         if self._kept and not reuse:
             self.stop()  # what the kept child went through must not reach this call
         gone = ("the worker kept for this call was gone: it ran in a new one",) \
@@ -174,8 +187,13 @@ class Worker:
                 self._check_template()
         self.notes = message.notes + self._restored + retried + gone
         self._restored = ()
+        if self.ahead and len(self._written) < LEARN_FROM and self.pid \
+                and self.owner == os.getpid() and not message.retire:
+            self._learn()
         if self.fresh and keep and not message.retire:
             self._kept = True
+        elif self.fresh and self.defer_next:
+            self._retiring = True  # killed by prepare_next, once the owner's reply is out
         elif self.fresh:
             self._retire()  # the next call's child is forked then, from this process
         elif message.retire:
@@ -197,6 +215,7 @@ class Worker:
         except TemplateChanged as exc:
             raise ChildFailure(first_phase, str(exc)) from None
         pid = self.pid  # another thread may stop this worker meanwhile (a warm-up's wait)
+        self._idle = False
         assert self.log is not None
         self.log.clear()
         self.notes = ()
@@ -252,6 +271,8 @@ class Worker:
 
     def start(self) -> None:
         """Fork the child now, unless this process already has one."""
+        if self._retiring:
+            self._retire()
         if not self.pid or self.owner != os.getpid():
             self._start()
 
@@ -259,7 +280,7 @@ class Worker:
         """Kill the child's whole process group (and its escaped daemons), reap the child.
         The pid is forgotten first: a thread waiting on the child then sees it stopped."""
         pid, mine = self.pid, self.owner == os.getpid()
-        self.pid = 0
+        self.pid, self._retiring = 0, False
         self._stopper = threading.get_ident()
         self._drop_spare()
         if pid and mine:
@@ -271,6 +292,7 @@ class Worker:
     def _retire(self) -> None:
         """A fresh child after its call: killed with its group now, reaped later (its
         memory is freed while the next case runs); its output drain ends by itself."""
+        self._retiring = False
         pid, self.pid = self.pid, 0
         if pid and self.owner == os.getpid():
             kill_tree(pid, reap=False)
@@ -279,20 +301,35 @@ class Worker:
                 self.prepare_next()
 
     def prepare_next(self) -> None:
-        """Fork the next call's child now, unless it exists or a child is serving: a fresh
-        worker between calls, so that the next call does not wait for the fork. Called
-        after a call's child is killed (or by the owner, with ``defer_next``)."""
-        if not self.fresh or self.pid or self._spare is not None:
+        """Fork the next calls' children now, unless they exist or a child has served a
+        call and lives: a fresh worker between calls, so that the next call does not wait
+        for the fork. Called after a call's child is killed (or by the owner, with
+        ``defer_next``: the last call's child is killed first, its teardown no longer
+        delaying the owner's reply), or by the owner once it started a child that has
+        served nothing yet (a host's warm-up: an ``ahead`` worker's second child)."""
+        if self._retiring:
+            self._retire()
+        if not self.fresh or (self.pid and not self._idle):
             return
+        wanted = (2 if self.ahead else 1) - (1 if self.pid else 0)
         with contextlib.suppress(TemplateChanged):  # the next call forks and says it
-            self._spare = self._fork()
-            _workers[id(self)] = self  # its spare is stopped with it at exit
+            while len(self._spares) < wanted:
+                self._spares.append(self._fork())
+                _workers[id(self)] = self  # its spares are stopped with it at exit
+
+    def _learn(self) -> None:
+        """Read the pages the call's child wrote (it lives still); once the first
+        :data:`LEARN_FROM` children said, the pages all of them wrote are copied ahead by
+        every spare forked after (one hostile case alone cannot make them all copy more)."""
+        self._written.append(prefault.learn(self.pid))
+        if len(self._written) == LEARN_FROM:
+            self._learned = prefault.ranges(frozenset.intersection(*self._written))
 
     def _fork(self) -> Child:
         """A new child, forked once this process's limits, CPUs and priority are back to
         what they were (a case's process may have lowered them from outside)."""
         self._restored += tuple(template.restore(self._reachable))
-        return spawn(self.handler, self.memory_limit, self.clean)
+        return spawn(self.handler, self.memory_limit, self.clean, self._learned)
 
     def _check_template(self) -> None:
         """After a call: raise back what the call's processes lowered in this one, at once
@@ -340,11 +377,13 @@ class Worker:
     def _start(self) -> None:
         self._stopper = None
         reap_dying(known=_live_children())
-        spare, self._spare = self._spare, None
-        if spare is not None and not _usable(spare):  # stopped or ended from outside
-            kill_tree(spare.pid, reap=False)
-            spare.close()
-            spare = None
+        spare = None
+        while spare is None and self._spares:
+            spare = self._spares.pop(0)
+            if not _usable(spare):  # stopped or ended from outside
+                kill_tree(spare.pid, reap=False)
+                spare.close()
+                spare = None
         if spare is None:
             spare = self._fork()
         if self.log is not None:
@@ -352,13 +391,15 @@ class Worker:
         self.pid, self.owner = spare.pid, spare.owner
         self.requests, self.replies, self.lifeline = spare.requests, spare.replies, spare.lifeline
         self.log = spare.log
+        self._idle = True  # it has served nothing yet
         _workers[id(self)] = self
 
     def _drop_spare(self) -> None:
-        spare, self._spare = self._spare, None
-        if spare is not None and spare.owner == os.getpid():
-            kill_tree(spare.pid, reap=False)
-            spare.close()
+        spares, self._spares = self._spares, []
+        for spare in spares:
+            if spare.owner == os.getpid():
+                kill_tree(spare.pid, reap=False)
+                spare.close()
 
     def _watch(
         self,
@@ -495,9 +536,7 @@ def _live_children() -> set[int]:
     for worker in list(_workers.values()):
         if worker.owner == me and worker.pid:
             found.add(worker.pid)
-        spare = worker._spare
-        if spare is not None and spare.owner == me:
-            found.add(spare.pid)
+        found.update(spare.pid for spare in worker._spares if spare.owner == me)
     return found
 
 

@@ -17,12 +17,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_xtc.core.workers import containment, fence, hygiene, template, transfer
+from pytest_xtc.core.workers import containment, fence, hygiene, prefault, template, transfer
 
 Report = Callable[[str], None]
 Handler = Callable[[Any, Report], Any]
 TRANSFER = "transfer"  # the phase of moving a request in or a result out (untimed work)
 ACK = b""  # the parent's frame saying it has mapped the last result
+#: The exit code of a worker whose state that others can change (its niceness, CPUs,
+#: policy: :mod:`template`) changed while it waited for its first request: it serves
+#: none (the parent forks another, where nothing can reach it before its call).
+REACHED = 76
 
 
 class HandlerError(RuntimeError):
@@ -51,12 +55,14 @@ class Fds:
 
 
 def child(
-    handler: Handler, fds: Fds, parent: int, memory_limit: int | None, clean: bool
+    handler: Handler, fds: Fds, parent: int, memory_limit: int | None, clean: bool,
+    born: template.Reachable, ahead: prefault.Ranges = (),
 ) -> None:
-    """The forked child: contain it, then serve requests until the pipe closes."""
+    """The forked child (its template's state ``born``): contain it, copy the pages
+    ``ahead``, then serve requests until the pipe closes."""
     code = 70
     try:
-        template.case_policy()
+        expected = template.case_policy(born)
         os.setsid()
         containment.die_with(parent)
         hygiene.become_subreaper()
@@ -73,7 +79,8 @@ def child(
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         gc.disable()  # collecting would only copy the parent's pages into this child
-        _serve(handler, fds.requests, fds.replies, keeper if clean else 0)
+        prefault.populate(ahead, fds.requests)
+        _serve(handler, fds.requests, fds.replies, keeper if clean else 0, expected)
         code = 0
     except BaseException:  # the exit code says it
         pass
@@ -81,11 +88,14 @@ def child(
         os._exit(code)
 
 
-def _serve(handler: Handler, requests: int, replies: int, keeper: int) -> None:
+def _serve(handler: Handler, requests: int, replies: int, keeper: int,
+           expected: template.Reachable) -> None:
     """Serve requests; ``keeper`` (the sentinel's pid; 0: do not tidy) is spared when the
-    processes a request left are ended."""
+    processes a request left are ended. Before the first, a state other than
+    ``expected`` (set from outside while it waited) ends this process (:data:`REACHED`)."""
     me = os.getpid()
     clean = hygiene.fingerprint()
+    waited: template.Reachable | None = expected
     #: the handler's work between requests (a host forks its next case's worker then)
     after_reply = getattr(handler, "after_reply", None)
     sent: transfer.Packed | None = None
@@ -96,6 +106,10 @@ def _serve(handler: Handler, requests: int, replies: int, keeper: int) -> None:
             sent = None
         if frame == ACK:  # (while the parent checks the result, on another core)
             continue
+        if waited is not None:
+            if template.reached(waited):
+                os._exit(REACHED)
+            waited = None
         ident, first_phase, request = transfer.unpack(frame, passed)
 
         def report(phase: str, ident: int = ident) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import resource
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 _INFINITY = resource.RLIM_INFINITY
 #: each limit once (RLIMIT_OFILE is RLIMIT_NOFILE), by its usual name
@@ -42,15 +42,29 @@ def relay_quietly() -> None:
     _case_policy = os.SCHED_OTHER
 
 
-def case_policy() -> None:
-    """In a child just forked: the policy its cases run under (see :func:`relay_quietly`);
-    where it may not take it back (a policy set from outside, no privilege), the one it
-    has: a timing is then slower, never a verdict changed."""
+def case_policy(born: Reachable) -> Reachable:
+    """In a child just forked from a template whose state was ``born``: the policy its
+    cases run under (see :func:`relay_quietly`); where it may not take it back (a policy
+    set from outside, no privilege), the one it has: a timing is then slower, never a
+    verdict changed. Returns the state it must keep until its case comes: ``born``, with
+    the policy it took (see :func:`reached`)."""
     global _case_policy
-    if _case_policy is not None:
-        with contextlib.suppress(OSError):
-            os.sched_setscheduler(0, _case_policy, os.sched_param(0))
-        _case_policy = None
+    if _case_policy is None:
+        return born
+    with contextlib.suppress(OSError):
+        os.sched_setscheduler(0, _case_policy, os.sched_param(0))
+    _case_policy = None
+    return replace(born, policy=os.sched_getscheduler(0),
+                   priority=os.sched_getparam(0).sched_priority)
+
+
+def reached(expected: Reachable) -> bool:
+    """Whether this process's niceness, CPUs or scheduling policy differ from
+    ``expected``: set from outside (a process of the same user may renice, pin or
+    deprioritize another; its limits only the fence's ``prlimit`` rule keeps)."""
+    now = take()
+    return (now.niceness, now.affinity, now.policy, now.priority) != \
+        (expected.niceness, expected.affinity, expected.policy, expected.priority)
 
 
 class TemplateChanged(RuntimeError):

@@ -29,10 +29,10 @@ import pytest
 from pytest_xtc.conformance import builtin_cases
 from pytest_xtc.core.adapter import TargetSpec
 from pytest_xtc.core.adapters import registry
-from pytest_xtc.core.execution.remote import IsolatedAdapter
+from pytest_xtc.core.execution.remote import HostLimits, IsolatedAdapter
 from pytest_xtc.core.execution.runner import Settings, run_case
 from pytest_xtc.core.outcome import Status
-from pytest_xtc.core.workers import hygiene, isolation, output
+from pytest_xtc.core.workers import fence, hygiene, isolation, output
 
 FIRST = "matmul-float32-13x11x7-none"
 #: later cases: a plain compile and an OpenMP one (threads, stacks: address space)
@@ -48,6 +48,7 @@ FAULTS = {
     # from outside: the worker's parent (the host, the template) and its other children
     "kills-the-hosts-other-children": "signal_siblings(signal.SIGKILL)",
     "stops-the-hosts-other-children": "signal_siblings(signal.SIGSTOP)",
+    "renices-the-hosts-other-children": "renice_siblings()",
     "sets-the-hosts-policy-idle": "os.sched_setscheduler(os.getppid(), os.SCHED_IDLE, "
                                   "os.sched_param(0))",
     "lowers-the-hosts-file-limits": "resource.prlimit(os.getppid(), resource.RLIMIT_NOFILE, "
@@ -81,6 +82,17 @@ def signal_siblings(number):
             for pid in map(int, listing.read().split()):
                 if pid != os.getpid():
                     os.kill(pid, number)
+
+
+def renice_siblings():
+    """Lower the priority of every other child of this process's parent (the worker
+    forked ahead for the next case: its niceness is not the fence's to keep)."""
+    parent = os.getppid()
+    for task in os.listdir(f"/proc/{parent}/task"):
+        with open(f"/proc/{parent}/task/{task}/children") as listing:
+            for pid in map(int, listing.read().split()):
+                if pid != os.getpid():
+                    os.setpriority(os.PRIO_PROCESS, pid, 15)
 
 
 def forge_reply(function, args):
@@ -152,13 +164,13 @@ def catalog(*ids: str) -> list:
     return [found[i] for i in ids]
 
 
-def faulty_host(root: Path, fault: str) -> IsolatedAdapter:
+def faulty_host(root: Path, fault: str, ahead: bool = False) -> IsolatedAdapter:
     name = "pristine_" + fault.replace("-", "_").lower()
     code = KILLS_OTHER_HOSTS if fault == "kills-other-hosts" else FAULTS[fault]
     source = ADAPTER.replace("{first!r}", repr(FIRST)).replace("{fault}", code)
     (root / f"{name}.py").write_text(source)
     entry = EntryPoint(fault, f"{name}:Target", registry.GROUP)
-    return IsolatedAdapter(TargetSpec(fault, "host"), entry)
+    return IsolatedAdapter(TargetSpec(fault, "host"), entry, HostLimits(ahead=ahead))
 
 
 @pytest.mark.parametrize("fault", sorted(FAULTS))
@@ -175,6 +187,31 @@ def test_a_fault_in_the_first_case_leaves_the_later_verdicts_unchanged(
             outcome = run_case(adapter, case, tmp_path / f"later-{n}", settings)
             assert outcome.status is Status.PASSED, (fault, case.id, outcome.message)
         assert resource.getrlimit(resource.RLIMIT_NOFILE) == limits  # raised back here too
+    finally:
+        adapter.stop()
+
+
+@pytest.mark.skipif(not fence.scopes_signals(), reason="workers are forked ahead only where "
+                    "Landlock scopes signals (Linux 6.12+)")
+@pytest.mark.parametrize("fault", [f for f in sorted(FAULTS) if "other-children" in f])
+def test_a_fault_reaching_the_worker_forked_ahead_leaves_the_later_verdicts_unchanged(
+        fault: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a core free (``HostLimits.ahead``) the next case's worker waits through the
+    first case: the first case's signals to it are refused (the fence), its renice makes
+    it serve no case (a new one runs the next case, and says why)."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    adapter = faulty_host(tmp_path, fault, ahead=True)
+    settings = Settings(perf=False)
+    try:
+        first, *later = catalog(FIRST, *LATER)
+        attempted = run_case(adapter, first, tmp_path / "first", settings)
+        if "signal" in FAULTS[fault]:
+            assert "Operation not permitted" in attempted.message, attempted.message
+        for n, case in enumerate(later):
+            outcome = run_case(adapter, case, tmp_path / f"later-{n}", settings)
+            assert outcome.status is Status.PASSED, (fault, case.id, outcome.message)
+            if n == 0 and "renice" in fault:
+                assert "scheduling was changed from outside" in outcome.message
     finally:
         adapter.stop()
 
@@ -490,8 +527,11 @@ def test_a_case_process_that_may_not_take_the_sessions_policy_back_still_runs(
 
     monkeypatch.setattr(template, "_case_policy", os.SCHED_OTHER)
     monkeypatch.setattr(os, "sched_setscheduler", refused)
-    template.case_policy()
+    born = template.take()
+    kept = template.case_policy(born)
     assert template._case_policy is None
+    assert kept.policy == os.sched_getscheduler(0)  # the one it has, checked at its request
+    assert not template.reached(kept)
 
 
 FORGER = '''

@@ -1,0 +1,142 @@
+"""Case workers forked one case ahead (``Worker(ahead=True)``, core/workers/isolation.py):
+two spares, each forked while no case's process lives, the second waiting through the
+next case out of its reach and copying the pages the first cases wrote
+(core/workers/prefault.py); a spare whose scheduling a case changed meanwhile serves
+no case. And the host's worker, whose last child is killed once its reply is out
+(``defer_next``), never serves a second call in it."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import resource
+import time
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from pytest_xtc.core.workers import fence, isolation, prefault
+from pytest_xtc.plugin.session import _free_core
+
+needs_scoping = pytest.mark.skipif(
+    not fence.scopes_signals(),
+    reason="a worker is forked ahead only where Landlock scopes signals (Linux 6.12+)")
+
+#: the template's memory each call of :func:`write_pages` writes one byte of each page of
+DATA = bytearray(os.urandom(1 << 10) * (8 << 10))  # 8 MiB
+PAGES = len(DATA) // prefault.PAGE
+
+
+def write_pages(request: Any, report: Any) -> tuple[int, str, int]:
+    """Sleep ``request`` seconds (the next spare gets ready meanwhile), then write a byte
+    of every page of :data:`DATA`: the page faults that took, the digest of DATA as the
+    call found it, this process's niceness."""
+    time.sleep(request or 0)
+    digest = hashlib.sha256(DATA).hexdigest()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for at in range(0, len(DATA), prefault.PAGE):
+        DATA[at] ^= 0xFF
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+    return faults, digest, os.getpriority(os.PRIO_PROCESS, 0)
+
+
+def renice_siblings(request: Any, report: Any) -> int:
+    """Raise the niceness of every other child of this process's parent (the spare
+    waiting for the next call); how many it reached."""
+    parent, reached = os.getppid(), 0
+    for task in os.listdir(f"/proc/{parent}/task"):
+        with open(f"/proc/{parent}/task/{task}/children") as listing:
+            for pid in map(int, listing.read().split()):
+                if pid != os.getpid():
+                    os.setpriority(os.PRIO_PROCESS, pid, 15)
+                    reached += 1
+    return reached
+
+
+def _worker(handler: Any, **options: Any) -> isolation.Worker:
+    return isolation.Worker(handler, fresh=True, **options)
+
+
+@needs_scoping
+def test_spares_copy_the_pages_the_first_cases_wrote_changing_no_byte() -> None:
+    """Calls 1 and 2 teach the template the pages a call writes; a spare forked after
+    them copies those pages while the call before it runs: its own call then writes them
+    with a fraction of the faults. No call finds a byte of the template's data changed."""
+    expected = hashlib.sha256(DATA).hexdigest()
+    ahead, plain = _worker(write_pages, ahead=True), _worker(write_pages)
+    try:
+        found = [ahead.call(0.3, {"x": 30}, "x") for _ in range(5)]
+        unprepared = plain.call(0.3, {"x": 30}, "x")
+    finally:
+        ahead.stop()
+        plain.stop()
+    assert all(digest == expected for _, digest, _ in [*found, unprepared])
+    assert unprepared[0] >= PAGES  # a copy-on-write fault for each page written
+    assert found[0][0] >= PAGES and found[2][0] >= PAGES  # not learned when forked
+    for faults, _, _ in found[3:]:  # forked once calls 1 and 2 had said
+        assert faults < PAGES // 10, faults
+
+
+@needs_scoping
+def test_a_spare_whose_scheduling_a_case_changed_serves_no_case() -> None:
+    """Call 1 renices its parent's other children: the spare waiting for call 2 among
+    them. That spare exits before the call (REACHED); call 2 runs in a new child, with
+    the template's niceness, and its notes say why."""
+    handlers = {"renice": renice_siblings, "write": write_pages}
+    worker = _worker(lambda request, report: handlers[request[0]](request[1], report),
+                     ahead=True)
+    try:
+        worker.call(("write", 0), {"x": 30}, "x")  # two spares forked after it
+        assert len(worker._spares) == 2
+        assert worker.call(("renice", None), {"x": 30}, "x") >= 1
+        _, _, niceness = worker.call(("write", 0), {"x": 30}, "x")
+        notes = worker.notes
+    finally:
+        worker.stop()
+    assert niceness == os.getpriority(os.PRIO_PROCESS, 0)
+    assert any("scheduling was changed from outside while it waited" in n for n in notes)
+
+
+def test_a_worker_is_forked_ahead_only_where_the_fence_scopes_signals(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(fence, "scopes_signals", lambda: False)
+    worker = _worker(write_pages, ahead=True)
+    try:
+        worker.call(0, {"x": 30}, "x")
+        assert not worker.ahead and len(worker._spares) == 1
+    finally:
+        worker.stop()
+
+
+def test_a_deferred_workers_last_child_is_never_reused() -> None:
+    """A host's worker (``defer_next``) kills its last child once the host's reply is out
+    (``prepare_next``); a call coming before that still gets a new child."""
+    worker = _worker(lambda request, report: os.getpid(), defer_next=True)
+    try:
+        first = worker.call(None, {"x": 30}, "x")
+        assert worker.pid == first  # done, alive until the owner says its reply is out
+        second = worker.call(None, {"x": 30}, "x")
+        worker.prepare_next()
+        third = worker.call(None, {"x": 30}, "x")
+    finally:
+        worker.stop()
+    assert len({first, second, third}) == 3
+    assert not os.path.exists(f"/proc/{first}/cmdline") or _dead(first)
+
+
+def _dead(pid: int) -> bool:
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+
+
+@pytest.mark.parametrize(("workers", "cores", "free"), [(None, 2, True), (2, 2, False),
+                                                       (2, 4, True), (None, 1, False)])
+def test_a_core_is_free_for_workers_ahead_when_the_session_runs_fewer_workers(
+    monkeypatch: pytest.MonkeyPatch, workers: int | None, cores: int, free: bool,
+) -> None:
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cores)))
+    config = SimpleNamespace() if workers is None else \
+        SimpleNamespace(workerinput={"workercount": workers})
+    assert _free_core(config) is free  # type: ignore[arg-type]
