@@ -23,7 +23,9 @@ measured side by side in this one run. Goals (issue 24):
 - the per-case cost of the pristine start (each case in a worker of its own, forked from
   the adapter's host: docs/design-workers.md): the same 28 cases through the real host's
   isolated adapter, measured inside a process, against the same with one worker reused
-  for every case (the design before, patched in for the measure), ``--pristine-rounds``.
+  for every case (the design before, patched in for the measure), ``--pristine-rounds``;
+  the workers forked one at a time, and forked one case ahead (``HostLimits.ahead``, as
+  the plugin has them in a serial session on two cores or more).
 
 Each round runs the variants in the opposite order of the round before (a process started
 right after another was measured about 40 ms slower on this machine: with one order
@@ -164,7 +166,7 @@ from pathlib import Path
 from pytest_xtc.conformance import builtin_cases
 from pytest_xtc.core.adapter import TargetSpec
 from pytest_xtc.core.adapters import registry
-from pytest_xtc.core.execution.remote import IsolatedAdapter
+from pytest_xtc.core.execution.remote import HostLimits, IsolatedAdapter
 from pytest_xtc.core.execution.runner import Settings, run_case
 from pytest_xtc.core.workers import isolation
 if sys.argv[1] == "reused":  # the control: one worker for every case, as before
@@ -174,7 +176,8 @@ if sys.argv[1] == "reused":  # the control: one worker for every case, as before
     isolation.Worker.__init__ = reused
 chosen = [c for c in builtin_cases() if f"host-{c.id}]" in sys.argv[2]]
 host = IsolatedAdapter(TargetSpec("host", "host"), EntryPoint(
-    "host", "pytest_xtc.targets.host:HostTarget", registry.GROUP))
+    "host", "pytest_xtc.targets.host:HostTarget", registry.GROUP),
+    HostLimits(ahead=sys.argv[1] == "ahead"))
 scratch = Path(tempfile.mkdtemp())
 run_case(host, chosen[0], scratch / "warm", Settings(perf=False))  # host loaded, warm
 sys.path.insert(0, sys.argv[3])  # benchmarks/: machine_cpu
@@ -193,8 +196,8 @@ def pristine_cost(rounds: int, cwd: str) -> None:
     start's cost per case. Wall time (a second core idle takes the next worker's fork)
     and CPU time of the whole machine (``/proc/stat``: pytest, the host, the case workers
     and their compilers; what a busy machine, ``-n`` as many as cores, pays)."""
-    walls: dict[str, list[float]] = {"fresh": [], "reused": []}
-    cpus: dict[str, list[float]] = {"fresh": [], "reused": []}
+    walls: dict[str, list[float]] = {"fresh": [], "ahead": [], "reused": []}
+    cpus: dict[str, list[float]] = {"fresh": [], "ahead": [], "reused": []}
     for variant in alternating(walls, rounds):
         done = subprocess.run([sys.executable, "-c", PRISTINE, variant, SELECT, str(HERE)],
                               cwd=cwd, env=BASE_ENV, capture_output=True, text=True, check=True)
@@ -202,13 +205,16 @@ def pristine_cost(rounds: int, cwd: str) -> None:
         walls[variant].append(wall)
         cpus[variant].append(cpu)
     for what, found in (("wall", walls), ("CPU", cpus)):
-        fresh, reused = (statistics.median(found[v]) for v in ("fresh", "reused"))
-        paired = statistics.median(a - b for a, b in zip(found["fresh"], found["reused"],
-                                                         strict=True))
-        print(f"pristine start, {what}, {rounds} rounds, 28 cases each: a worker per case "
-              f"{fresh * 1000:.0f} ms/case, one worker reused {reused * 1000:.0f} ms/case: "
-              f"cost {(fresh - reused) * 1000:+.1f} ms per case of the medians, "
-              f"{paired * 1000:+.1f} ms round by round")
+        reused = statistics.median(found["reused"])
+        for variant, said in (("fresh", "a worker per case"),
+                              ("ahead", "a worker per case, forked ahead")):
+            each = statistics.median(found[variant])
+            paired = statistics.median(a - b for a, b in zip(found[variant], found["reused"],
+                                                             strict=True))
+            print(f"pristine start, {what}, {rounds} rounds, 28 cases each: {said} "
+                  f"{each * 1000:.0f} ms/case, one worker reused {reused * 1000:.0f} ms/case: "
+                  f"cost {(each - reused) * 1000:+.1f} ms per case of the medians, "
+                  f"{paired * 1000:+.1f} ms round by round")
 
 
 def declarations_ms(env: Mapping[str, str], cwd: str) -> float:

@@ -7,7 +7,10 @@ sets ``tempfile.tempdir`` to a folder it deletes, replaces ``subprocess.Popen``,
 all but a few MiB of the address space, writes ``--flood-mib`` MiB to fd 1, sends SIGSTOP
 then SIGKILL to this script's process (the session: refused by the fence), writes into
 its reply pipe a frame whose unpickling would set its host's ``PATH`` (refused: replies
-are not believed, core/workers/unpickling.py), then aborts.
+are not believed, core/workers/unpickling.py), stops and renices its host's other
+children (the next case's worker, forked ahead: ``HostLimits.ahead``, as a serial session
+on a machine of two cores or more has it; the stop is refused by the fence, the reniced
+worker serves no case), then aborts.
 Every host case of the catalog (``--limit`` to take fewer) runs on both, case by case in
 the catalog's order; the script prints the count of cases, the verdicts by status, each
 case whose verdicts differ, and the seconds per case of each run. Exit 1 if any differs.
@@ -29,7 +32,8 @@ HERE = Path(__file__).resolve().parent
 FAULTS = ("ctypes.CDLL(None).setenv(b'PATH', b'/nonexistent', 1); "
           "tempfile.tempdir = tempfile.mkdtemp(); os.rmdir(tempfile.tempdir); "
           "subprocess.Popen = broken_popen; hold_address_space(); flood({mib}); "
-          "reach_session(); forge_reply(os.putenv, ('PATH', '/nonexistent')); os.abort()")
+          "reach_session(); forge_reply(os.putenv, ('PATH', '/nonexistent')); "
+          "reach_siblings(); renice_siblings(); os.abort()")
 REACH_SESSION = """
 
 def reach_session():
@@ -38,6 +42,13 @@ def reach_session():
             os.kill(grandparent(), number)
         except OSError:
             pass
+
+
+def reach_siblings():
+    try:
+        signal_siblings(signal.SIGSTOP)
+    except OSError:
+        pass
 """
 
 
@@ -50,14 +61,15 @@ def main() -> int:
     from pytest_xtc.conformance import builtin_cases
     from pytest_xtc.core.adapter import TargetSpec
     from pytest_xtc.core.adapters import registry
-    from pytest_xtc.core.execution.remote import IsolatedAdapter
+    from pytest_xtc.core.execution.remote import HostLimits, IsolatedAdapter
     from pytest_xtc.core.execution.runner import Settings, run_case
     from pytest_xtc.core.execution.suite import cases_for
     from tests.unit.core.workers.test_children import ADAPTER
 
     scratch = Path(tempfile.mkdtemp(prefix="pristine-catalog-"))
+    ahead = HostLimits(ahead=True)  # as a serial session on two cores or more
     clean = IsolatedAdapter(TargetSpec("host", "host"), EntryPoint(
-        "host", "pytest_xtc.targets.host:HostTarget", registry.GROUP))
+        "host", "pytest_xtc.targets.host:HostTarget", registry.GROUP), ahead)
     cases = cases_for(clean, builtin_cases())
     if args.limit:
         cases = cases[: args.limit]
@@ -66,7 +78,7 @@ def main() -> int:
     (scratch / "pristine_every_fault.py").write_text(source)
     sys.path.insert(0, str(scratch))
     faulty = IsolatedAdapter(TargetSpec("host-faulty", "host"), EntryPoint(
-        "host-faulty", "pristine_every_fault:Target", registry.GROUP))
+        "host-faulty", "pristine_every_fault:Target", registry.GROUP), ahead)
     settings = Settings(perf=False)
     spent = {"clean": 0.0, "faulty": 0.0}
     counts: collections.Counter[str] = collections.Counter()
