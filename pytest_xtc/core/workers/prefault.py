@@ -14,6 +14,7 @@ before it runs, on a core that case leaves free: its own case no longer pays the
 from __future__ import annotations
 
 import ctypes
+import errno
 import mmap
 import os
 import select
@@ -105,4 +106,6 @@ def populate(runs: Ranges, waiting: int = -1) -> int:
             break
         if madvise(start, length, _MADV_POPULATE_WRITE) == 0:
             done += length // PAGE
+        elif ctypes.get_errno() == errno.EINVAL:  # a kernel before 5.14: no such advice
+            break
     return done
