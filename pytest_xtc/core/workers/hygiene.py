@@ -32,11 +32,12 @@ _SIGNALS = sorted(set(signal.valid_signals()) - {signal.SIGKILL, signal.SIGSTOP}
 @functools.cache
 def libc() -> Any:
     """The C library, loaded once (by the template: its children find it loaded), with
-    ``prctl``'s and ``syscall``'s types declared."""
+    ``prctl``'s, ``syscall``'s and ``madvise``'s types declared."""
     loaded = ctypes.CDLL(None, use_errno=True)
     loaded.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong,
                              ctypes.c_ulong]
     loaded.syscall.restype = ctypes.c_long
+    loaded.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     return loaded
 
 

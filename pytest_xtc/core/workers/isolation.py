@@ -385,8 +385,7 @@ class Worker:
         while spare is None and self._spares:
             spare = self._spares.pop(0)
             if not _usable(spare):  # stopped or ended from outside
-                kill_tree(spare.pid, reap=False)
-                spare.close()
+                _discard(spare)
                 spare = None
         if spare is None:
             spare = self._fork()
@@ -402,8 +401,7 @@ class Worker:
         spares, self._spares = self._spares, []
         for spare in spares:
             if spare.owner == os.getpid():
-                kill_tree(spare.pid, reap=False)
-                spare.close()
+                _discard(spare)
 
     def _watch(
         self,
@@ -526,6 +524,12 @@ def call_isolated(fn: Callable[[], T], limit_s: float, what: str) -> T:
 
 
 _workers: dict[int, Worker] = {}
+
+
+def _discard(spare: Child) -> None:
+    """Kill a child forked ahead (reaped later) and close this process's ends of it."""
+    kill_tree(spare.pid, reap=False)
+    spare.close()
 
 
 def _usable(spare: Child) -> bool:

@@ -99,7 +99,6 @@ def populate(runs: Ranges, waiting: int = -1) -> int:
     if not runs:
         return 0
     madvise = libc().madvise
-    madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     done = 0
     for at, (start, length) in enumerate(runs):
         if waiting >= 0 and at % _CHECK_EVERY == 0 and select.select([waiting], [], [], 0)[0]:

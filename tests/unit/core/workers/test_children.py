@@ -73,26 +73,26 @@ def grandparent():
         return int(stat.read().rsplit(")", 1)[1].split()[1])
 
 
-def signal_siblings(number):
-    """Send ``number`` to every other child of this process's parent (the next case's
-    worker, if one were forked while this case runs)."""
+def siblings():
+    """The other children of this process's parent (the next case's worker, where it is
+    forked while this case runs)."""
     parent = os.getppid()
     for task in os.listdir(f"/proc/{parent}/task"):
         with open(f"/proc/{parent}/task/{task}/children") as listing:
-            for pid in map(int, listing.read().split()):
-                if pid != os.getpid():
-                    os.kill(pid, number)
+            yield from (pid for pid in map(int, listing.read().split()) if pid != os.getpid())
+
+
+def signal_siblings(number):
+    """Send ``number`` to every other child of this process's parent."""
+    for pid in siblings():
+        os.kill(pid, number)
 
 
 def renice_siblings():
     """Lower the priority of every other child of this process's parent (the worker
     forked ahead for the next case: its niceness is not the fence's to keep)."""
-    parent = os.getppid()
-    for task in os.listdir(f"/proc/{parent}/task"):
-        with open(f"/proc/{parent}/task/{task}/children") as listing:
-            for pid in map(int, listing.read().split()):
-                if pid != os.getpid():
-                    os.setpriority(os.PRIO_PROCESS, pid, 15)
+    for pid in siblings():
+        os.setpriority(os.PRIO_PROCESS, pid, 15)
 
 
 def forge_reply(function, args):

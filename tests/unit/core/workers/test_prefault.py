@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from pytest_xtc.core.workers import fence, isolation, prefault
+from pytest_xtc.core.workers import fence, hygiene, isolation, prefault
 from pytest_xtc.plugin.session import _free_core
 
 needs_scoping = pytest.mark.skipif(
@@ -44,14 +44,10 @@ def write_pages(request: Any, report: Any) -> tuple[int, str, int]:
 def renice_siblings(request: Any, report: Any) -> int:
     """Raise the niceness of every other child of this process's parent (the spare
     waiting for the next call); how many it reached."""
-    parent, reached = os.getppid(), 0
-    for task in os.listdir(f"/proc/{parent}/task"):
-        with open(f"/proc/{parent}/task/{task}/children") as listing:
-            for pid in map(int, listing.read().split()):
-                if pid != os.getpid():
-                    os.setpriority(os.PRIO_PROCESS, pid, 15)
-                    reached += 1
-    return reached
+    siblings = hygiene._children(os.getppid()) - {os.getpid()}
+    for pid in siblings:
+        os.setpriority(os.PRIO_PROCESS, pid, 15)
+    return len(siblings)
 
 
 def _worker(handler: Any, **options: Any) -> isolation.Worker:
