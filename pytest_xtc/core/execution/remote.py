@@ -290,7 +290,6 @@ class _HostHandler:
         kind, inner = request[0], state["inner"]
         if kind == WARM:
             inner.start()
-            inner.prepare_next()  # forked ahead: the second case's worker too
             return None
         if kind == "call":
             _, method, args = request

@@ -54,9 +54,10 @@ class Child:
 
 
 def spawn(handler: Handler, memory_limit: int | None, clean: bool,
-          ahead: prefault.Ranges = ()) -> Child:
+          ahead: prefault.Ranges = (), settled: template.Reachable | None = None) -> Child:
     """Fork a child of this process, ready to serve ``handler``'s requests; it copies the
-    pages ``ahead`` (:mod:`prefault`) while it waits for its first."""
+    pages ``ahead`` (:mod:`prefault`) while it waits for its first, and serves it only if
+    its scheduling is then still ``settled``'s (default: this process's now)."""
     requests_read, requests = transfer.channel()
     replies, replies_write = transfer.pipe()
     lifeline_read, lifeline = os.pipe()
@@ -64,7 +65,8 @@ def spawn(handler: Handler, memory_limit: int | None, clean: bool,
     parent = os.getpid()
     gc.freeze()  # the child's collector then leaves the parent's objects (and pages) alone
     fence.landlock_abi()  # libc loaded and the kernel asked here once, not in each child
-    born = template.take()  # what the child must still have when its first request comes
+    #: what the child must still have when its first request comes
+    born = template.take() if settled is None else settled
     pid = os.fork()
     if pid == 0:  # the child: never returns
         fds = Fds(requests_read, replies_write, lifeline_read, log.write_fd)

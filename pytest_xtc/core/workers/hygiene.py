@@ -32,8 +32,11 @@ _SIGNALS = sorted(set(signal.valid_signals()) - {signal.SIGKILL, signal.SIGSTOP}
 @functools.cache
 def libc() -> Any:
     """The C library, loaded once (by the template: its children find it loaded), with
-    ``prctl``'s, ``syscall``'s and ``madvise``'s types declared."""
+    ``prctl``'s, ``syscall``'s, ``madvise``'s and ``mmap``'s types declared."""
     loaded = ctypes.CDLL(None, use_errno=True)
+    loaded.mmap.restype = ctypes.c_void_p
+    loaded.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                            ctypes.c_int, ctypes.c_long]
     loaded.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong,
                              ctypes.c_ulong]
     loaded.syscall.restype = ctypes.c_long

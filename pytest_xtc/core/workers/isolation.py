@@ -13,7 +13,10 @@ through shared memory (:mod:`transfer`), without a copy when they were made ther
 Pristine (``fresh``, the case workers, docs/design-workers.md): each request runs in a
 child of its own, forked from this process (the template, which runs no request) once the
 previous one is killed (never while a request's processes live: they could reach it), and
-killed after it: nothing a request does to its process reaches the next. What a request's
+killed after it: nothing a request does to its process reaches the next. Where a core is
+free and the fence scopes signals (``ahead``), the next call's child is forked as soon as
+a request is sent, while it runs: out of its reach, and serving only if its scheduling is
+still the template's as it was before the request (:func:`template.reached`). What a request's
 processes lower in this one from outside (limits, CPUs, priority: :mod:`template`) is
 raised back after each call; a child that ends before it reports its first phase never
 began (ended from outside): the call goes once more to a new one. A call may ``keep``
@@ -100,16 +103,17 @@ class Worker:
         self.handler = handler
         self.fresh = fresh  # one child per call, forked from this process: never reused
         self._kept = False  # the last call kept its child for the next (``keep``)
-        #: A fresh worker's next children, forked once the last one is killed (never while
+        #: A fresh worker's next child, forked once the last one is killed (never while
         #: a case's process lives), by :meth:`prepare_next`: after each call, or when the
-        #: owner says (``defer_next``: the host, once its reply is sent). One, or two where
-        #: the owner says a core is free (``ahead``) and the fence scopes signals: the
-        #: second waits through the next case, out of its reach, copying the pages a case
-        #: writes (:mod:`prefault`) so that its own case does not.
+        #: owner says (``defer_next``: the host, once its reply is sent). Where the owner
+        #: says a core is free (``ahead``) and the fence scopes signals, it is forked
+        #: instead as soon as a call's request is sent (:meth:`_fork_ahead`): it waits
+        #: through that call, out of its reach, copying the pages a case writes
+        #: (:mod:`prefault`) so that its own case does not; the fork is off the way
+        #: between calls.
         self._spares: list[Child] = []
         self.defer_next = defer_next
         self._retiring = False  # the last call's child, done, is killed by prepare_next
-        self._idle = False  # the child has served no call yet
         self.ahead = ahead and fresh and fence.scopes_signals()
         self._written: list[frozenset[int]] = []  # pages its first case workers wrote
         self._learned: prefault.Ranges = ()  # those written by both, copied ahead
@@ -215,7 +219,6 @@ class Worker:
         except TemplateChanged as exc:
             raise ChildFailure(first_phase, str(exc)) from None
         pid = self.pid  # another thread may stop this worker meanwhile (a warm-up's wait)
-        self._idle = False
         assert self.log is not None
         self.log.clear()
         self.notes = ()
@@ -223,6 +226,7 @@ class Worker:
         self._sent_at = time.perf_counter()
         ident = next(_ids)
         packed = transfer.pack((ident, first_phase, request))
+        settled = template.take() if self.ahead else None  # before the request can act
         requests = replies = -1
         try:
             requests, replies = self._hold(first_phase, pid)
@@ -230,6 +234,8 @@ class Worker:
                 transfer.send(requests, packed)
             except OSError:  # the child died between requests
                 raise ChildFailure(first_phase, *self._death(first_phase, pid)) from None
+            if settled is not None:
+                self._fork_ahead(settled)
             meanwhile, self._meanwhile = self._meanwhile, None  # once, whatever the tries
             if meanwhile is not None:
                 meanwhile()
@@ -305,21 +311,33 @@ class Worker:
                 self.prepare_next()
 
     def prepare_next(self) -> None:
-        """Fork the next calls' children now, unless they exist or a child has served a
-        call and lives: a fresh worker between calls, so that the next call does not wait
-        for the fork. Called after a call's child is killed (or by the owner, with
-        ``defer_next``: the last call's child is killed first, its teardown no longer
-        delaying the owner's reply), or by the owner once it started a child that has
-        served nothing yet (a host's warm-up: an ``ahead`` worker's second child)."""
+        """Fork the next call's child now, unless one waits or a child lives: a fresh
+        worker between calls, so that the next call does not wait for the fork. Called
+        after a call's child is killed (or by the owner, with ``defer_next``: the last
+        call's child is killed first, its teardown no longer delaying the owner's reply).
+        An ``ahead`` worker's is forked earlier, during the call (:meth:`_fork_ahead`):
+        one is made here only where that fork failed."""
         if self._retiring:
             self._retire()
-        if not self.fresh or (self.pid and not self._idle):
+        if not self.fresh or self.pid:
             return
-        wanted = (2 if self.ahead else 1) - (1 if self.pid else 0)
         with contextlib.suppress(TemplateChanged):  # the next call forks and says it
-            while len(self._spares) < wanted:
+            if not self._spares:
                 self._spares.append(self._fork())
                 _workers[id(self)] = self  # its spares are stopped with it at exit
+
+    def _fork_ahead(self, settled: template.Reachable) -> None:
+        """The next call's child, forked once this call's request is sent, on the free
+        core while the call runs. Its case's processes may change this process's
+        scheduling meanwhile (limits they cannot: the fence) and the child would inherit
+        it: it serves only if its own is still ``settled``, this process's before the
+        request was sent (else it exits, :data:`serving.REACHED`, and the next call
+        forks another)."""
+        if self._spares:
+            return
+        with contextlib.suppress(Exception):  # the next call forks its own and says why
+            self._spares.append(self._fork(settled))
+            _workers[id(self)] = self
 
     def _learn(self) -> None:
         """Read the pages the call's child wrote (it lives still); once the first
@@ -329,11 +347,13 @@ class Worker:
         if len(self._written) == LEARN_FROM:
             self._learned = prefault.ranges(frozenset.intersection(*self._written))
 
-    def _fork(self) -> Child:
+    def _fork(self, settled: template.Reachable | None = None) -> Child:
         """A new child, forked once this process's limits, CPUs and priority are back to
-        what they were (a case's process may have lowered them from outside)."""
+        what they were (a case's process may have lowered them from outside); it checks
+        its scheduling against ``settled`` (default: this process's at the fork) before
+        it serves."""
         self._restored += tuple(template.restore(self._reachable))
-        return spawn(self.handler, self.memory_limit, self.clean, self._learned)
+        return spawn(self.handler, self.memory_limit, self.clean, self._learned, settled)
 
     def _check_template(self) -> None:
         """After a call: raise back what the call's processes lowered in this one, at once
@@ -394,7 +414,6 @@ class Worker:
         self.pid, self.owner = spare.pid, spare.owner
         self.requests, self.replies, self.lifeline = spare.requests, spare.replies, spare.lifeline
         self.log = spare.log
-        self._idle = True  # it has served nothing yet
         _workers[id(self)] = self
 
     def _drop_spare(self) -> None:

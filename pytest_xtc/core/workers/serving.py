@@ -70,6 +70,7 @@ def child(
         keeper = containment.sentinel(fds.lifeline)
         containment.own_stdio(fds.log)
         containment.close_fds_except({0, 1, 2, fds.requests, fds.replies})
+        transfer.drop_inherited()  # the operands of a call the parent is serving now
         if memory_limit:
             import resource
 

@@ -15,7 +15,9 @@ of it; it keeps its own descriptor, so it can pass the arrays on without a copy 
 Lifetimes: a file lives while an array maps it or a process holds its descriptor; the
 sender keeps what it sent alive until the receiver has mapped it (the worker's first
 phase report; the parent's acknowledgement of a result). Whatever dies, the kernel frees
-the memory with the last mapping: no leak is possible.
+the memory with the last mapping: no leak is possible. A child just forked gives up the
+files its parent had mapped (:func:`drop_inherited`): a case's operands are never kept
+alive by the worker forked while it runs.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from pytest_xtc.core.workers import unpickling
+from pytest_xtc.core.workers.hygiene import libc
 
 INLINE_MAX = 1 << 16  # out-of-band buffers below this (a pipe's capacity) go through it
 #: The capacity asked for a worker's pipes (Linux's largest without privileges; 64 KiB
@@ -49,6 +52,7 @@ _segments: dict[int, tuple[int, int, int]] = {}  # start address: (end, fd, owne
 #: reader before it maps them (Linux): a sender truncating one later cannot fault its reader.
 _SEALABLE = getattr(os, "MFD_ALLOW_SEALING", 0)
 _SHRINK = getattr(fcntl, "F_SEAL_SHRINK", 0) if hasattr(fcntl, "F_ADD_SEALS") else 0
+_PROT_NONE, _FIXED_NORESERVE = 0, 0x10 | 0x4000  # Linux's values (memfds: Linux alone)
 
 
 def pipe() -> tuple[int, int]:
@@ -119,6 +123,19 @@ def _map(fd: int, size: int, flags: int) -> mmap.mmap:
     _segments[start] = (start + size, fd, os.getpid())
     weakref.finalize(segment, _forget, start, fd)
     return segment
+
+
+def drop_inherited() -> None:
+    """In a child just forked (its descriptors closed): unmap the shared files its parent
+    had mapped, the operands of the parent's calls, which the child never uses; each
+    range stays reserved, inaccessible, so that nothing else is mapped where an object of
+    the parent's still points."""
+    me = os.getpid()
+    for start, (end, _, owner) in list(_segments.items()):
+        if owner != me:
+            libc().mmap(start, end - start, _PROT_NONE,
+                        mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _FIXED_NORESERVE, -1, 0)
+            del _segments[start]
 
 
 def _forget(start: int, fd: int) -> None:

@@ -1,22 +1,25 @@
 """Case workers forked one case ahead (``Worker(ahead=True)``, core/workers/isolation.py):
-two spares, each forked while no case's process lives, the second waiting through the
-next case out of its reach and copying the pages the first cases wrote
-(core/workers/prefault.py); a spare whose scheduling a case changed meanwhile serves
-no case. And the host's worker, whose last child is killed once its reply is out
-(``defer_next``), never serves a second call in it."""
+the next call's child, forked as soon as a call's request is sent, waits through that
+call out of its reach, copying the pages the first calls wrote
+(core/workers/prefault.py); a child whose scheduling a call changed meanwhile, or
+that was born with a scheduling the call gave the template, serves no call. And the
+host's worker, whose last child is killed once its reply is out (``defer_next``), never
+serves a second call in it."""
 
 from __future__ import annotations
 
 import hashlib
 import os
 import resource
+import threading
 import time
 from types import SimpleNamespace
 from typing import Any
 
+import numpy as np
 import pytest
 
-from pytest_xtc.core.workers import fence, hygiene, isolation, prefault
+from pytest_xtc.core.workers import fence, hygiene, isolation, prefault, template, transfer
 from pytest_xtc.plugin.session import _free_core
 
 needs_scoping = pytest.mark.skipif(
@@ -42,9 +45,13 @@ def write_pages(request: Any, report: Any) -> tuple[int, str, int]:
 
 
 def renice_siblings(request: Any, report: Any) -> int:
-    """Raise the niceness of every other child of this process's parent (the spare
-    waiting for the next call); how many it reached."""
-    siblings = hygiene._children(os.getppid()) - {os.getpid()}
+    """Raise the niceness of every other child of this process's parent but those in
+    ``request`` (there before the call: the spare forked for the next call as this one
+    began, waited for); how many it reached."""
+    deadline = time.monotonic() + 10
+    while not (siblings := hygiene._children(os.getppid()) - {os.getpid(), *request}) \
+            and time.monotonic() < deadline:
+        time.sleep(0.01)
     for pid in siblings:
         os.setpriority(os.PRIO_PROCESS, pid, 15)
     return len(siblings)
@@ -57,8 +64,9 @@ def _worker(handler: Any, **options: Any) -> isolation.Worker:
 @needs_scoping
 def test_spares_copy_the_pages_the_first_cases_wrote_changing_no_byte() -> None:
     """Calls 1 and 2 teach the template the pages a call writes; a spare forked after
-    them copies those pages while the call before it runs: its own call then writes them
-    with a fraction of the faults. No call finds a byte of the template's data changed."""
+    them (as call 3 begins) copies those pages while call 3 runs: its own call then writes
+    them with a fraction of the faults. No call finds a byte of the template's data
+    changed."""
     expected = hashlib.sha256(DATA).hexdigest()
     ahead, plain = _worker(write_pages, ahead=True), _worker(write_pages)
     try:
@@ -76,22 +84,78 @@ def test_spares_copy_the_pages_the_first_cases_wrote_changing_no_byte() -> None:
 
 @needs_scoping
 def test_a_spare_whose_scheduling_a_case_changed_serves_no_case() -> None:
-    """Call 1 renices its parent's other children: the spare waiting for call 2 among
-    them. That spare exits before the call (REACHED); call 2 runs in a new child, with
+    """Call 2 renices its parent's other children: the spare forked for call 3 as call 2
+    began. That spare exits before the call (REACHED); call 3 runs in a new child, with
     the template's niceness, and its notes say why."""
     handlers = {"renice": renice_siblings, "write": write_pages}
     worker = _worker(lambda request, report: handlers[request[0]](request[1], report),
                      ahead=True)
     try:
-        worker.call(("write", 0), {"x": 30}, "x")  # two spares forked after it
-        assert len(worker._spares) == 2
-        assert worker.call(("renice", None), {"x": 30}, "x") >= 1
+        worker.call(("write", 0), {"x": 30}, "x")  # a spare forked as it began
+        assert len(worker._spares) == 1
+        before = hygiene._children(os.getpid())
+        assert worker.call(("renice", before), {"x": 30}, "x") >= 1
         _, _, niceness = worker.call(("write", 0), {"x": 30}, "x")
         notes = worker.notes
     finally:
         worker.stop()
     assert niceness == os.getpriority(os.PRIO_PROCESS, 0)
     assert any("scheduling was changed from outside while it waited" in n for n in notes)
+
+
+@needs_scoping
+def test_a_spare_born_with_a_scheduling_a_case_gave_the_template_serves_no_case(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The spare for the next call is forked while a call runs, whose processes may
+    renice the template meanwhile, between its restoring and its fork: here the fork
+    comes from a thread of the template reniced so (a thread's niceness is its own, and
+    a fork's child inherits it), nothing restored. The spare, born reniced, is checked
+    against the template's scheduling as it was when the call was sent: it serves no
+    call; the next call runs in a new child, with the template's niceness, and its notes
+    say why."""
+    worker = _worker(write_pages, ahead=True)
+    niceness = os.getpriority(os.PRIO_PROCESS, 0)
+
+    forked, done = threading.Event(), threading.Event()
+
+    def fork_reniced(settled: template.Reachable) -> None:
+        os.setpriority(os.PRIO_PROCESS, 0, niceness + 5)  # this thread alone
+        with monkeypatch.context() as patched:  # the renice came after the restoring
+            patched.setattr(template, "restore", lambda baseline: [])
+            worker._fork_ahead(settled)
+        forked.set()
+        done.wait(30)  # a child dies with the thread that forked it (PR_SET_PDEATHSIG)
+
+    try:
+        worker.call(0, {"x": 30}, "x")
+        settled = template.take()  # as the next call would be sent
+        worker._drop_spare()
+        threading.Thread(target=fork_reniced, args=(settled,), daemon=True).start()
+        assert forked.wait(30) and len(worker._spares) == 1
+        _, _, found = worker.call(0, {"x": 30}, "x")
+        notes = worker.notes
+    finally:
+        done.set()
+        worker.stop()
+    assert found == niceness
+    assert any("scheduling was changed from outside" in n for n in notes), notes
+
+
+@needs_scoping
+def test_a_spare_forked_during_a_call_keeps_none_of_its_operands() -> None:
+    """The spare forked as a call begins is a copy of the template in that call: it gives
+    up the shared files the template had mapped (the call's operands), which would
+    otherwise live as long as it waits (a case's inputs kept through the next case)."""
+    operand = transfer.shared_empty((16 << 20,), np.uint8)  # a shared file, mapped here
+    worker = _worker(lambda request, report: time.sleep(0.3) or len(request), ahead=True)
+    try:
+        assert worker.call(operand, {"x": 30}, "x") == operand.size
+        with open(f"/proc/{worker._spares[0].pid}/maps") as maps:
+            mapped = maps.read()
+    finally:
+        worker.stop()
+    assert "pytest-xtc-array" not in mapped
 
 
 def test_a_worker_is_forked_ahead_only_where_the_fence_scopes_signals(
