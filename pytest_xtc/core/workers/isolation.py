@@ -236,6 +236,8 @@ class Worker:
                 raise ChildFailure(first_phase, *self._death(first_phase, pid)) from None
             if settled is not None:
                 self._fork_ahead(settled)
+            with contextlib.suppress(OSError):  # the last calls' children, killed: reaped
+                reap_dying(known=_live_children())  # while this one works, not before
             meanwhile, self._meanwhile = self._meanwhile, None  # once, whatever the tries
             if meanwhile is not None:
                 meanwhile()
@@ -400,7 +402,6 @@ class Worker:
 
     def _start(self) -> None:
         self._stopper = None
-        reap_dying(known=_live_children())
         spare = None
         while spare is None and self._spares:
             spare = self._spares.pop(0)
