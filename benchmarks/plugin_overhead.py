@@ -4,8 +4,10 @@ its numpy reference, then the timed call on the first inputs), and the plugin's 
 as installed adapters are added.
 
 Each variant runs as a fresh process (interpreter start, XTC import, compile, run), the
-variants alternating, several rounds; ratios and differences are of the medians, all
-measured side by side in this one run. Goals (issue 24):
+variants alternating, several rounds; ratios and differences are of the medians (the
+same-work ratio also round by round: the median of each round's ratio, which a machine
+slowing down during the run moves less), all measured side by side in this one run.
+Goals (issue 24):
 
 - plugin, same work (``--xtc-repeat=0``) / plain XTC <= 1.05;
 - plugin, first case alone: at most 0.3 s over plain XTC's first case alone;
@@ -275,7 +277,7 @@ def main() -> None:
         each = ", ".join(f"{t:.2f}" for t in found)
         print(f"{name:<52}: median {medians[name]:6.2f} s ({each})")
     if args.only != "startup":
-        report_work(medians)
+        report_work(medians, times)
     if args.only != "work":
         report_startup(starts, times, args.startup_rounds, cwd)
 
@@ -302,8 +304,9 @@ def report_startup(starts: Mapping[str, tuple[list[str], dict[str, str]]],
     print(f"the same growth, measured inside the process: {inner:+.0f} ms")
 
 
-def report_work(medians: Mapping[str, float]) -> None:
-    same = medians["plugin, same work (--xtc-repeat=0)"]
+def report_work(medians: Mapping[str, float], times: Mapping[str, list[float]]) -> None:
+    same_work = "plugin, same work (--xtc-repeat=0)"
+    same = medians[same_work]
     recorded = medians["plugin, default (performance recorded)"]
     first = medians["plugin, first case alone (-k)"]
     by_id = medians["plugin, one case by --xtc-case"]
@@ -312,8 +315,10 @@ def report_work(medians: Mapping[str, float]) -> None:
     for plain, suffix in (("plain XTC", ""), ("plain XTC, kept runtime", ", kept runtime")):
         whole, one = medians[plain], medians[f"{plain}, first case alone"]
         print(f"against {plain}:")
-        print(f"  plugin / plain XTC{suffix}, same work: {same / whole:.3f} (goal <= 1.05); "
-              f"with performance recorded: {recorded / whole:.3f}")
+        paired = statistics.median(a / b for a, b in zip(times[same_work], times[plain],
+                                                          strict=True))
+        print(f"  plugin / plain XTC{suffix}, same work: {same / whole:.3f} (goal <= 1.05; "
+              f"round by round {paired:.3f}); with performance recorded: {recorded / whole:.3f}")
         print(f"  first case alone, plugin over plain{suffix}: {first - one:+.2f} s "
               "(goal <= 0.3 s)")
         print(f"  one case by --xtc-case, plugin over plain{suffix}: {by_id - one:+.2f} s "
