@@ -26,7 +26,14 @@ MB = 2**20
 
 
 def shm_entries() -> set[str]:
-    return set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+    """/dev/shm's entries, but the OpenMP runtime's registrations of other processes
+    (``__KMP_REGISTERED_LIB_<pid>``: another test's process under ``-n``, which come and
+    go meanwhile; the handlers here load no OpenMP)."""
+    if not os.path.isdir("/dev/shm"):
+        return set()
+    mine = f"__KMP_REGISTERED_LIB_{os.getpid()}"
+    return {entry for entry in os.listdir("/dev/shm")
+            if not entry.startswith("__KMP_REGISTERED_LIB_") or entry == mine}
 
 
 def open_fds() -> int:
