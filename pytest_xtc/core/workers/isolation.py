@@ -324,9 +324,7 @@ class Worker:
         if not self.fresh or self.pid:
             return
         with contextlib.suppress(TemplateChanged):  # the next call forks and says it
-            if not self._spares:
-                self._spares.append(self._fork())
-                _workers[id(self)] = self  # its spares are stopped with it at exit
+            self._add_spare()
 
     def _fork_ahead(self, settled: template.Reachable) -> None:
         """The next call's child, forked once this call's request is sent, on the free
@@ -335,11 +333,14 @@ class Worker:
         it: it serves only if its own is still ``settled``, this process's before the
         request was sent (else it exits, :data:`serving.REACHED`, and the next call
         forks another)."""
-        if self._spares:
-            return
         with contextlib.suppress(Exception):  # the next call forks its own and says why
+            self._add_spare(settled)
+
+    def _add_spare(self, settled: template.Reachable | None = None) -> None:
+        """Fork the next call's child (:meth:`_fork`), unless one waits already."""
+        if not self._spares:
             self._spares.append(self._fork(settled))
-            _workers[id(self)] = self
+            _workers[id(self)] = self  # its spares are stopped with it at exit
 
     def _learn(self) -> None:
         """Read the pages the call's child wrote (it lives still); once the first
