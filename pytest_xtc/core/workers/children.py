@@ -45,6 +45,7 @@ class Child:
     replies: int
     lifeline: int
     log: OutputTail
+    brk: int = 0  # this process's program break (its heap's end) when the child was forked
 
     def close(self) -> None:
         for fd in (self.requests, self.replies, self.lifeline):
@@ -54,10 +55,11 @@ class Child:
 
 
 def spawn(handler: Handler, memory_limit: int | None, clean: bool,
-          ahead: prefault.Ranges = (), settled: template.Reachable | None = None) -> Child:
-    """Fork a child of this process, ready to serve ``handler``'s requests; it copies the
-    pages ``ahead`` (:mod:`prefault`) while it waits for its first, and serves it only if
-    its scheduling is then still ``settled``'s (default: this process's now)."""
+          ahead: prefault.Plan | None = None, settled: template.Reachable | None = None,
+          ) -> Child:
+    """Fork a child of this process, ready to serve ``handler``'s requests; it faults in
+    what ``ahead`` says (:mod:`prefault`) while it waits for its first, and serves it only
+    if its scheduling is then still ``settled``'s (default: this process's now)."""
     requests_read, requests = transfer.channel()
     replies, replies_write = transfer.pipe()
     lifeline_read, lifeline = os.pipe()
@@ -67,6 +69,7 @@ def spawn(handler: Handler, memory_limit: int | None, clean: bool,
     fence.landlock_abi()  # libc loaded and the kernel asked here once, not in each child
     #: what the child must still have when its first request comes
     born = template.take() if settled is None else settled
+    brk = prefault.program_break()
     pid = os.fork()
     if pid == 0:  # the child: never returns
         fds = Fds(requests_read, replies_write, lifeline_read, log.write_fd)
@@ -75,7 +78,7 @@ def spawn(handler: Handler, memory_limit: int | None, clean: bool,
     os.close(requests_read)
     os.close(replies_write)
     os.close(lifeline_read)
-    return Child(pid, parent, requests, replies, lifeline, log)
+    return Child(pid, parent, requests, replies, lifeline, log, brk)
 
 
 def how_it_ended(status: int) -> tuple[str, FailureKind]:

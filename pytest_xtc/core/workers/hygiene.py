@@ -32,7 +32,8 @@ _SIGNALS = sorted(set(signal.valid_signals()) - {signal.SIGKILL, signal.SIGSTOP}
 @functools.cache
 def libc() -> Any:
     """The C library, loaded once (by the template: its children find it loaded), with
-    ``prctl``'s, ``syscall``'s, ``madvise``'s and ``mmap``'s types declared."""
+    ``prctl``'s, ``syscall``'s, ``madvise``'s, ``mmap``'s, ``malloc``'s, ``free``'s and
+    ``sbrk``'s types declared."""
     loaded = ctypes.CDLL(None, use_errno=True)
     loaded.mmap.restype = ctypes.c_void_p
     loaded.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
@@ -41,6 +42,11 @@ def libc() -> Any:
                              ctypes.c_ulong]
     loaded.syscall.restype = ctypes.c_long
     loaded.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    loaded.malloc.restype = ctypes.c_void_p
+    loaded.malloc.argtypes = [ctypes.c_size_t]
+    loaded.free.argtypes = [ctypes.c_void_p]
+    loaded.sbrk.restype = ctypes.c_void_p
+    loaded.sbrk.argtypes = [ctypes.c_ssize_t]
     return loaded
 
 

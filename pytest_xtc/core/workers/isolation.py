@@ -71,7 +71,7 @@ REFUSED = "sent a reply that is not one"  # how a child that wrote anything else
 #: Phase reports one call may make: each starts its phase's clock, so a child reporting
 #: without end (a kernel writing reports) would never time out.
 MAX_REPORTS = 256
-#: The first fresh children whose written pages an ``ahead`` worker reads
+#: The first fresh children whose touched memory an ``ahead`` worker reads
 #: (:meth:`Worker._learn`); the pages all of them wrote are copied ahead.
 LEARN_FROM = 2
 
@@ -107,16 +107,18 @@ class Worker:
         #: a case's process lives), by :meth:`prepare_next`: after each call, or when the
         #: owner says (``defer_next``: the host, once its reply is sent). Where the owner
         #: says a core is free (``ahead``) and the fence scopes signals, it is forked
-        #: instead as soon as a call's request is sent (:meth:`_fork_ahead`): it waits
-        #: through that call, out of its reach, copying the pages a case writes
+        #: instead once a call's child has its request and runs (:meth:`_fork_ahead`,
+        #: on the other core: forked as the request left, it delayed that child): it waits
+        #: through that call, out of its reach, faulting in the memory a case touches
         #: (:mod:`prefault`) so that its own case does not; the fork is off the way
         #: between calls.
         self._spares: list[Child] = []
         self.defer_next = defer_next
         self._retiring = False  # the last call's child, done, is killed by prepare_next
         self.ahead = ahead and fresh and fence.scopes_signals()
-        self._written: list[frozenset[int]] = []  # pages its first case workers wrote
-        self._learned: prefault.Ranges = ()  # those written by both, copied ahead
+        self._seen: list[prefault.Seen] = []  # what its first case workers touched
+        self._plan = prefault.Plan()  # what all of them touched: faulted in ahead
+        self._brk = 0  # this process's program break when the child was forked
         #: this process's state that others can change (:mod:`template`), as it was
         self._reachable = template.take()
         self._restored: tuple[str, ...] = ()  # what was put back before the last fork
@@ -191,7 +193,7 @@ class Worker:
                 self._check_template()
         self.notes = message.notes + self._restored + retried + gone
         self._restored = ()
-        if self.ahead and len(self._written) < LEARN_FROM and self.pid \
+        if self.ahead and len(self._seen) < LEARN_FROM and self.pid \
                 and self.owner == os.getpid() and not message.retire:
             self._learn()
         if self.fresh and keep and not message.retire:
@@ -234,14 +236,12 @@ class Worker:
                 transfer.send(requests, packed)
             except OSError:  # the child died between requests
                 raise ChildFailure(first_phase, *self._death(first_phase, pid)) from None
-            if settled is not None:
-                self._fork_ahead(settled)
             with contextlib.suppress(OSError):  # the last calls' children, killed: reaped
                 reap_dying(known=_live_children())  # while this one works, not before
             meanwhile, self._meanwhile = self._meanwhile, None  # once, whatever the tries
             if meanwhile is not None:
                 meanwhile()
-            message = self._watch(ident, limits, on_phase, packed, pid, replies)
+            message = self._watch(ident, limits, on_phase, packed, pid, replies, settled)
             with contextlib.suppress(OSError):
                 transfer.write_frame(requests, ACK)  # the child may free what it sent, now
         except BaseException as exc:
@@ -327,12 +327,12 @@ class Worker:
             self._add_spare()
 
     def _fork_ahead(self, settled: template.Reachable) -> None:
-        """The next call's child, forked once this call's request is sent, on the free
-        core while the call runs. Its case's processes may change this process's
-        scheduling meanwhile (limits they cannot: the fence) and the child would inherit
-        it: it serves only if its own is still ``settled``, this process's before the
-        request was sent (else it exits, :data:`serving.REACHED`, and the next call
-        forks another)."""
+        """The next call's child, forked once this call's child reported its first phase
+        (it has its request and runs), on the free core while the call runs. Its case's
+        processes may change this process's scheduling meanwhile (limits they cannot: the
+        fence) and the child would inherit it: it serves only if its own is still
+        ``settled``, this process's before the request was sent (else it exits,
+        :data:`serving.REACHED`, and the next call forks another)."""
         with contextlib.suppress(Exception):  # the next call forks its own and says why
             self._add_spare(settled)
 
@@ -343,12 +343,12 @@ class Worker:
             _workers[id(self)] = self  # its spares are stopped with it at exit
 
     def _learn(self) -> None:
-        """Read the pages the call's child wrote (it lives still); once the first
-        :data:`LEARN_FROM` children said, the pages all of them wrote are copied ahead by
-        every spare forked after (one hostile case alone cannot make them all copy more)."""
-        self._written.append(prefault.learn(self.pid))
-        if len(self._written) == LEARN_FROM:
-            self._learned = prefault.ranges(frozenset.intersection(*self._written))
+        """Read what the call's child touched (it lives still); once the first
+        :data:`LEARN_FROM` children said, what all of them touched is faulted in ahead by
+        every spare forked after (one hostile case alone cannot make them all do more)."""
+        self._seen.append(prefault.learn(self.pid, self._brk))
+        if len(self._seen) == LEARN_FROM:
+            self._plan = prefault.Plan.of(self._seen)
 
     def _fork(self, settled: template.Reachable | None = None) -> Child:
         """A new child, forked once this process's limits, CPUs and priority are back to
@@ -356,7 +356,7 @@ class Worker:
         its scheduling against ``settled`` (default: this process's at the fork) before
         it serves."""
         self._restored += tuple(template.restore(self._reachable))
-        return spawn(self.handler, self.memory_limit, self.clean, self._learned, settled)
+        return spawn(self.handler, self.memory_limit, self.clean, self._plan, settled)
 
     def _check_template(self) -> None:
         """After a call: raise back what the call's processes lowered in this one, at once
@@ -415,7 +415,7 @@ class Worker:
             self.log.close()
         self.pid, self.owner = spare.pid, spare.owner
         self.requests, self.replies, self.lifeline = spare.requests, spare.replies, spare.lifeline
-        self.log = spare.log
+        self.log, self._brk = spare.log, spare.brk
         _workers[id(self)] = self
 
     def _drop_spare(self) -> None:
@@ -432,10 +432,13 @@ class Worker:
         packed: transfer.Packed,
         pid: int,
         replies: int,
+        settled: template.Reachable | None = None,
     ) -> Message:
         """Follow the child ``pid``'s phase reports under their limits until its reply.
         Each phase is timed from when the child sent its report (``Message.at``, the
-        machine's monotonic clock), however late this process reads it."""
+        machine's monotonic clock), however late this process reads it. Once the child
+        reports its first phase (it runs: it holds a core), the next call's child is forked
+        when ``settled`` is given (:meth:`_fork_ahead`)."""
         phase, buffer, reports = TRANSFER, bytearray(), 0
         since, arrived = self._sent_at, False  # when the last message left (or the request)
         if on_phase is not None:
@@ -491,6 +494,9 @@ class Worker:
                 deadline = now + limits.get(phase, TRANSFER_S)
                 if on_phase is not None:
                     on_phase(phase)
+                if settled is not None:
+                    self._fork_ahead(settled)
+                    settled = None
 
     def _refused(self, phase: str, why: str) -> ChildFailure:
         """The child wrote into its reply pipe what no worker sends (a kernel may write

@@ -1,14 +1,18 @@
-"""Copying ahead, in a case worker that waits for its case, the template's pages a case
-writes.
+"""Faulting in ahead, in a case worker that waits for its case, the memory a case touches.
 
-A case's process starts as a copy-on-write image of its template: each of the template's
-pages it writes (reference counts of XTC's and MLIR's Python objects, the allocators' free
-lists) costs it a fault and a 4 KiB copy, some 3,300 pages a matmul compile, nearly the
-same pages from one case to the next. A template whose workers are forked one case ahead
-(``Worker(ahead=True)``) learns those pages from its first case workers while they still
-live (:func:`learn`: their page tables, ``/proc/<pid>/pagemap``), and each later worker
-copies them (:func:`populate`, ``MADV_POPULATE_WRITE``: no byte changes) while the case
-before it runs, on a core that case leaves free: its own case no longer pays the copies.
+A case's process starts as a copy-on-write image of its template, and each first touch of
+a page costs it a fault (some 4 us on a virtual machine): each of the template's pages it
+writes (reference counts of XTC's and MLIR's Python objects, the allocators' free lists) a
+fault and a 4 KiB copy, some 3,300 pages a matmul compile; each page of code and
+constants it runs or reads (a fork copies no page table entry of a file's mapping: some
+250 faults of MLIR's code a compile); each page of the heap it grows beyond the template's
+(MLIR's contexts and passes: some 650 pages). Nearly the same from one case to the next. A
+template whose workers are forked one case ahead (``Worker(ahead=True)``) learns them from
+its first case workers while they still live (:func:`learn`: their maps and page tables,
+``/proc/<pid>/pagemap``), and each later worker faults them in (:func:`populate`:
+``MADV_POPULATE_WRITE`` and ``_READ``, which change no byte; the heap grown by the C
+allocator and given back to it) while the case before it runs, on a core that case leaves
+free: its own case no longer pays the faults.
 """
 
 from __future__ import annotations
@@ -18,18 +22,22 @@ import errno
 import mmap
 import os
 import select
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from pytest_xtc.core.workers.hygiene import libc
 
 PAGE = mmap.PAGESIZE
-#: At most this many pages are copied ahead (64 MiB of 4 KiB pages): a case's process that
-#: writes far more than a compile (a kernel filling the heap) cannot make every later
-#: worker copy the whole template.
+#: At most this many pages are faulted in ahead of each kind (64 MiB of 4 KiB pages): a
+#: case's process that touches far more than a compile (a kernel filling the heap) cannot
+#: make every later worker copy the whole template.
 MAX_PAGES = 1 << 14
-_MADV_POPULATE_WRITE = 23  # Linux 5.14
+#: The heap is grown in pieces of this size: below the C allocator's smallest threshold for
+#: a mapping of its own (128 KiB), so that they come from the heap.
+HEAP_PIECE = 32 << 10
+_MADV_POPULATE_READ, _MADV_POPULATE_WRITE = 22, 23  # Linux 5.14
 _PRESENT, _EXCLUSIVE = np.uint64(1 << 63), np.uint64(1 << 56)  # a pagemap entry's bits
 _SPECIAL = ("[stack]", "[vvar]", "[vvar_vclock]", "[vdso]", "[vsyscall]")
 _CHECK_EVERY = 64  # ranges copied between two looks for a request already waiting
@@ -37,47 +45,100 @@ _CHECK_EVERY = 64  # ranges copied between two looks for a request already waiti
 Ranges = tuple[tuple[int, int], ...]  # (first address, bytes)
 
 
-def _private_writable(pid: int) -> dict[int, int]:
-    """The private writable mappings of ``pid`` (start: end), the stack's and the kernel's
-    own left out: where a case's process writes the template's pages."""
+@dataclass(frozen=True)
+class Seen:
+    """What one case's process touched that its template did not hold for it."""
+
+    written: frozenset[int] = frozenset()  # pages of the template's it wrote (addresses)
+    read: frozenset[int] = frozenset()  # pages of the template's files' mappings it touched
+    heap: int = 0  # bytes its heap grew beyond the template's
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a worker forked ahead faults in while it waits: what every case seen did."""
+
+    written: Ranges = ()
+    read: Ranges = ()
+    heap: int = 0
+
+    @classmethod
+    def of(cls, seen: Sequence[Seen]) -> Plan:
+        """The pages every one of ``seen`` wrote, and read, and the least heap growth."""
+        if not seen:
+            return cls()
+        return cls(ranges(frozenset.intersection(*(s.written for s in seen))),
+                   ranges(frozenset.intersection(*(s.read for s in seen))),
+                   min(min(s.heap for s in seen), MAX_PAGES * PAGE))
+
+
+@dataclass(frozen=True)
+class _Mapping:
+    end: int
+    mode: str  # "written": private and writable; "read": a file's, read-only; "heap"
+    name: str
+
+
+def _mappings(pid: int | str) -> dict[int, _Mapping]:
+    """The mappings of ``pid`` a case's process faults in: private writable ones (the
+    stack's and the kernel's own left out), files' read-only ones (code, constants), and
+    the heap's, by start."""
     found = {}
     with open(f"/proc/{pid}/maps") as maps:
         for line in maps:
             fields = line.split()
             name = fields[5] if len(fields) > 5 else ""
-            if fields[1][:2] != "rw" or fields[1][3] != "p" or name in _SPECIAL:
-                continue
+            mode = fields[1]
             start, end = (int(bound, 16) for bound in fields[0].split("-"))
-            found[start] = end
+            if mode[3] != "p" or name in _SPECIAL:
+                continue
+            if mode[:2] == "rw":
+                found[start] = _Mapping(end, "heap" if name == "[heap]" else "written", name)
+            elif mode[0] == "r" and name.startswith("/"):
+                found[start] = _Mapping(end, "read", name)
     return found
 
 
-def learn(pid: int) -> frozenset[int]:
-    """The pages (their addresses) the living child ``pid`` holds alone in the private
-    writable mappings this process has too, where they start at the same address: those
-    it wrote since it was forked (or this process wrote after it: the child keeps the old
-    page). Empty where the kernel does not say (no pagemap, no exclusive bit)."""
-    mine = _private_writable(os.getpid())
+def program_break() -> int:
+    """This process's program break: where its heap ends."""
+    return int(libc().sbrk(0) or 0)
+
+
+def learn(pid: int, brk: int) -> Seen:
+    """What the living child ``pid`` touched since it was forked from this process (whose
+    program break was ``brk`` then): the pages it holds alone in the private writable
+    mappings this process has too (where they start at the same address: those it wrote,
+    or this process wrote after it: the child keeps the old page); the pages present in
+    its read-only mappings of files this process maps at the same address; how far its
+    heap grew beyond ``brk``. Empty where the kernel does not say (no pagemap, no
+    exclusive bit)."""
     written: set[int] = set()
+    read: set[int] = set()
     try:
-        theirs = _private_writable(pid)
+        mine, theirs = _mappings(os.getpid()), _mappings(pid)
         fd = os.open(f"/proc/{pid}/pagemap", os.O_RDONLY)
     except OSError:
-        return frozenset()
+        return Seen()
     try:
-        for start, end in mine.items():
-            end = min(end, theirs.get(start, start))
-            if end <= start:
+        for start, mapping in mine.items():
+            other = theirs.get(start)
+            if other is None or other.mode != mapping.mode or other.name != mapping.name:
                 continue
+            end = min(mapping.end, other.end)
             raw = os.pread(fd, (end - start) // PAGE * 8, start // PAGE * 8)
             entries = np.frombuffer(raw[: len(raw) // 8 * 8], dtype=np.uint64)
-            alone = np.flatnonzero((entries & (_PRESENT | _EXCLUSIVE)) == (_PRESENT | _EXCLUSIVE))
-            written.update((start + alone * PAGE).tolist())
+            if mapping.mode == "read":
+                found, into = np.flatnonzero(entries & _PRESENT), read
+            else:
+                wanted = _PRESENT | _EXCLUSIVE
+                found, into = np.flatnonzero((entries & wanted) == wanted), written
+            into.update((start + found * PAGE).tolist())
     except OSError:
-        return frozenset()
+        return Seen()
     finally:
         os.close(fd)
-    return frozenset(written)
+    heap = max((m.end for m in theirs.values() if m.mode == "heap"), default=0)
+    return Seen(frozenset(written), frozenset(read), max(0, heap - brk) if brk else 0)
 
 
 def ranges(pages: Iterable[int]) -> Ranges:
@@ -91,20 +152,53 @@ def ranges(pages: Iterable[int]) -> Ranges:
     return tuple(found)
 
 
-def populate(runs: Ranges, waiting: int = -1) -> int:
-    """Copy the pages of ``runs`` into this process now, as a write would, without writing
-    (``MADV_POPULATE_WRITE``); a run no longer mapped so is skipped. Stops early once the
-    descriptor ``waiting`` is readable (a request came: the rest is copied on demand).
-    Returns the number of pages copied."""
-    if not runs:
-        return 0
+def populate(plan: Plan, waiting: int = -1) -> int:
+    """Fault in what ``plan`` says, now: its heap, then its written pages (copied as a
+    write would, without writing: ``MADV_POPULATE_WRITE``), then its read ones (mapped:
+    ``MADV_POPULATE_READ``); a run no longer mapped so is skipped. Stops early once the
+    descriptor ``waiting`` is readable (a request came: the rest faults on demand).
+    Returns the number of pages faulted in."""
+    done = grow_heap(plan.heap)
+    for runs, advice in ((plan.written, _MADV_POPULATE_WRITE), (plan.read, _MADV_POPULATE_READ)):
+        more = _advise(runs, advice, waiting)
+        if more is None:
+            break
+        done += more
+    return done
+
+
+def _advise(runs: Ranges, advice: int, waiting: int) -> int | None:
+    """Pages of ``runs`` faulted in by ``advice``; None once a request is waiting."""
     madvise = libc().madvise
     done = 0
     for at, (start, length) in enumerate(runs):
         if waiting >= 0 and at % _CHECK_EVERY == 0 and select.select([waiting], [], [], 0)[0]:
-            break
-        if madvise(start, length, _MADV_POPULATE_WRITE) == 0:
+            return None
+        if madvise(start, length, advice) == 0:
             done += length // PAGE
         elif ctypes.get_errno() == errno.EINVAL:  # a kernel before 5.14: no such advice
             break
     return done
+
+
+def grow_heap(size: int) -> int:
+    """Have the C allocator grow this process's heap by about ``size`` bytes (taking the
+    free memory it holds below first, as a case's allocations would), write what it gave,
+    and take it back as free memory but for the highest piece (kept, so that the rest stays
+    below it instead of being given back to the kernel): the allocations that come next
+    find those pages present. Returns the number of pages written."""
+    if size <= 0:
+        return 0
+    lib = libc()
+    target = program_break() + size
+    pieces: list[int] = []
+    while program_break() < target and len(pieces) <= 2 * size // HEAP_PIECE:
+        piece = lib.malloc(HEAP_PIECE)
+        if not piece:
+            break
+        pieces.append(piece)
+    for piece in pieces:
+        ctypes.memset(piece, 0, HEAP_PIECE)
+    for piece in sorted(pieces)[:-1]:
+        lib.free(piece)
+    return len(pieces) * HEAP_PIECE // PAGE

@@ -56,10 +56,10 @@ class Fds:
 
 def child(
     handler: Handler, fds: Fds, parent: int, memory_limit: int | None, clean: bool,
-    born: template.Reachable, ahead: prefault.Ranges = (),
+    born: template.Reachable, ahead: prefault.Plan | None = None,
 ) -> None:
-    """The forked child (its template's state ``born``): contain it, copy the pages
-    ``ahead``, then serve requests until the pipe closes."""
+    """The forked child (its template's state ``born``): contain it, fault in what
+    ``ahead`` says, then serve requests until the pipe closes."""
     code = 70
     try:
         expected = template.case_policy(born)
@@ -80,7 +80,8 @@ def child(
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         gc.disable()  # collecting would only copy the parent's pages into this child
-        prefault.populate(ahead, fds.requests)
+        if ahead is not None:
+            prefault.populate(ahead, fds.requests)
         _serve(handler, fds.requests, fds.replies, keeper if clean else 0, expected)
         code = 0
     except BaseException:  # the exit code says it

@@ -1,6 +1,7 @@
 """Case workers forked one case ahead (``Worker(ahead=True)``, core/workers/isolation.py):
-the next call's child, forked as soon as a call's request is sent, waits through that
-call out of its reach, copying the pages the first calls wrote
+the next call's child, forked once a call's child has its request, waits through that
+call out of its reach, faulting in the memory the first calls touched: the template's
+pages they wrote, its files' pages they read, the heap they grew
 (core/workers/prefault.py); a child whose scheduling a call changed meanwhile, or
 that was born with a scheduling the call gave the template, serves no call. And the
 host's worker, whose last child is killed once its reply is out (``defer_next``), never
@@ -8,9 +9,12 @@ serves a second call in it."""
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
+import mmap
 import os
 import resource
+import tempfile
 import threading
 import time
 from types import SimpleNamespace
@@ -42,6 +46,38 @@ def write_pages(request: Any, report: Any) -> tuple[int, str, int]:
         DATA[at] ^= 0xFF
     faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
     return faults, digest, os.getpriority(os.PRIO_PROCESS, 0)
+
+
+#: a file's pages the template maps read-only, unread: each call reads a byte of each page
+#: (a fork copies no page table entry of such a mapping: the child faults each page in)
+_FILE = tempfile.NamedTemporaryFile(prefix="pytest-xtc-prefault-")  # noqa: SIM115
+_FILE.write(DATA)
+_FILE.flush()
+MAPPED = mmap.mmap(_FILE.fileno(), len(DATA), flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ)
+
+
+def read_pages(request: Any, report: Any) -> int:
+    """Sleep ``request`` seconds, then read a byte of every page of :data:`MAPPED`: the
+    page faults that took."""
+    time.sleep(request or 0)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    total = sum(MAPPED[at] for at in range(0, len(DATA), prefault.PAGE))
+    assert total >= 0
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+
+
+def grow_heap(request: Any, report: Any) -> int:
+    """Sleep ``request`` seconds, then take 8 MiB from the C allocator in small pieces
+    (from the heap, beyond the template's) and write a byte of each page: the page
+    faults that took."""
+    time.sleep(request or 0)
+    lib = hygiene.libc()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(len(DATA) // prefault.HEAP_PIECE):
+        piece = lib.malloc(prefault.HEAP_PIECE)
+        for at in range(0, prefault.HEAP_PIECE, prefault.PAGE):
+            ctypes.memset(piece + at, 1, 1)
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
 
 
 def renice_siblings(request: Any, report: Any) -> int:
@@ -80,6 +116,83 @@ def test_spares_copy_the_pages_the_first_cases_wrote_changing_no_byte() -> None:
     assert found[0][0] >= PAGES and found[2][0] >= PAGES  # not learned when forked
     for faults, _, _ in found[3:]:  # forked once calls 1 and 2 had said
         assert faults < PAGES // 10, faults
+
+
+@needs_scoping
+def test_spares_map_the_file_pages_the_first_cases_read() -> None:
+    """Calls 1 and 2 read the template's file pages (code, constants: a fork leaves them
+    unmapped in the child, each first read a fault); a spare forked after them maps the
+    same while the call before its own runs. A worker not forked ahead has none mapped."""
+    ahead, plain = _worker(read_pages, ahead=True), _worker(read_pages)
+    try:
+        found = [ahead.call(0, {"x": 30}, "x") for _ in range(3)]
+        prepared = _present(ahead._spares[0].pid, MAPPED)
+        plain.call(0, {"x": 30}, "x")
+        unprepared = _present(plain._spares[0].pid, MAPPED)
+        last = ahead.call(0, {"x": 30}, "x")
+    finally:
+        ahead.stop()
+        plain.stop()
+    assert min(found) > 0 and unprepared == 0
+    assert prepared == PAGES and last < min(found), (prepared, found, last)
+
+
+@needs_scoping
+def test_spares_grow_the_heap_as_the_first_cases_did() -> None:
+    """Calls 1 and 2 grow the C allocator's heap by 8 MiB; spares forked after them grow
+    theirs as much (and give it back to the allocator) while the call before theirs runs:
+    their own call writes its heap with a fraction of the faults."""
+    ahead, plain = _worker(grow_heap, ahead=True), _worker(grow_heap)
+    try:
+        found = [ahead.call(0.3, {"x": 30}, "x") for _ in range(5)]
+        unprepared = plain.call(0.3, {"x": 30}, "x")
+    finally:
+        ahead.stop()
+        plain.stop()
+    assert unprepared >= PAGES and found[0] >= PAGES
+    for faults in found[3:]:  # forked once calls 1 and 2 had said
+        assert faults < PAGES // 16, found
+
+
+def _present(pid: int, mapped: mmap.mmap) -> int:
+    """How many pages of ``mapped`` (this process's) the child ``pid`` has mapped, once it
+    is done faulting in (its count steady for a tenth of a second)."""
+    start = _address(mapped)
+    counts = [-1]
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        fd = os.open(f"/proc/{pid}/pagemap", os.O_RDONLY)
+        try:
+            raw = os.pread(fd, len(mapped) // prefault.PAGE * 8, start // prefault.PAGE * 8)
+        finally:
+            os.close(fd)
+        entries = np.frombuffer(raw, dtype=np.uint64)
+        counts.append(int(np.count_nonzero(entries & np.uint64(1 << 63))))
+        if counts[-1] == counts[-2]:
+            return counts[-1]
+        time.sleep(0.1)
+    return counts[-1]
+
+
+def _address(mapped: mmap.mmap) -> int:
+    """Where ``mapped`` starts in this process (its line in ``/proc/self/maps``)."""
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            if line.rstrip().endswith(_FILE.name):
+                return int(line.split("-", 1)[0], 16)
+    raise AssertionError(f"{_FILE.name} is not mapped")
+
+
+def test_a_plan_holds_what_every_case_seen_touched_within_bounds() -> None:
+    """What one case alone touched (a hostile one filling memory) is never faulted in
+    ahead by the workers after it: the pages every case seen touched, the least heap."""
+    page = prefault.PAGE
+    seen = [prefault.Seen(frozenset({0, page, 5 * page}), frozenset({9 * page}), 3 << 20),
+            prefault.Seen(frozenset({page, 2 * page, 5 * page}), frozenset(), 1 << 40)]
+    plan = prefault.Plan.of(seen)
+    assert plan == prefault.Plan(((page, page), (5 * page, page)), (), 3 << 20)
+    assert prefault.Plan.of([seen[1], seen[1]]).heap == prefault.MAX_PAGES * page
+    assert prefault.Plan.of([]) == prefault.Plan()
 
 
 @needs_scoping
