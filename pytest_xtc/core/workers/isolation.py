@@ -14,9 +14,10 @@ Pristine (``fresh``, the case workers, docs/design-workers.md): each request run
 child of its own, forked from this process (the template, which runs no request) once the
 previous one is killed (never while a request's processes live: they could reach it), and
 killed after it: nothing a request does to its process reaches the next. Where a core is
-free and the fence scopes signals (``ahead``), the next call's child is forked as soon as
-a request is sent, while it runs: out of its reach, and serving only if its scheduling is
-still the template's as it was before the request (:func:`template.reached`). What a request's
+free and the fence scopes signals (``ahead``), the next call's child is forked once a
+request's child reports it runs, while it runs: out of its reach, faulting in what the first
+cases touched (:mod:`prefault`), and serving only if its scheduling is still the
+template's as it was before the request (:func:`template.reached`). What a request's
 processes lower in this one from outside (limits, CPUs, priority: :mod:`template`) is
 raised back after each call; a child that ends before it reports its first phase never
 began (ended from outside): the call goes once more to a new one. A call may ``keep``
