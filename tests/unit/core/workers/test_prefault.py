@@ -104,13 +104,7 @@ def test_spares_copy_the_pages_the_first_cases_wrote_changing_no_byte() -> None:
     them with a fraction of the faults. No call finds a byte of the template's data
     changed."""
     expected = hashlib.sha256(DATA).hexdigest()
-    ahead, plain = _worker(write_pages, ahead=True), _worker(write_pages)
-    try:
-        found = [ahead.call(0.3, {"x": 30}, "x") for _ in range(5)]
-        unprepared = plain.call(0.3, {"x": 30}, "x")
-    finally:
-        ahead.stop()
-        plain.stop()
+    found, unprepared = _ahead_and_not(write_pages)
     assert all(digest == expected for _, digest, _ in [*found, unprepared])
     assert unprepared[0] >= PAGES  # a copy-on-write fault for each page written
     assert found[0][0] >= PAGES and found[2][0] >= PAGES  # not learned when forked
@@ -142,16 +136,23 @@ def test_spares_grow_the_heap_as_the_first_cases_did() -> None:
     """Calls 1 and 2 grow the C allocator's heap by 8 MiB; spares forked after them grow
     theirs as much (and give it back to the allocator) while the call before theirs runs:
     their own call writes its heap with a fraction of the faults."""
-    ahead, plain = _worker(grow_heap, ahead=True), _worker(grow_heap)
+    found, unprepared = _ahead_and_not(grow_heap)
+    assert unprepared >= PAGES and found[0] >= PAGES
+    for faults in found[3:]:  # forked once calls 1 and 2 had said
+        assert faults < PAGES // 16, found
+
+
+def _ahead_and_not(handler: Any) -> tuple[list[Any], Any]:
+    """Five calls of ``handler`` (each sleeping 0.3 s first) by a worker forked ahead, and
+    one by a worker not forked ahead: their results."""
+    ahead, plain = _worker(handler, ahead=True), _worker(handler)
     try:
         found = [ahead.call(0.3, {"x": 30}, "x") for _ in range(5)]
         unprepared = plain.call(0.3, {"x": 30}, "x")
     finally:
         ahead.stop()
         plain.stop()
-    assert unprepared >= PAGES and found[0] >= PAGES
-    for faults in found[3:]:  # forked once calls 1 and 2 had said
-        assert faults < PAGES // 16, found
+    return found, unprepared
 
 
 def _present(pid: int, mapped: mmap.mmap) -> int:
