@@ -55,7 +55,7 @@ class Child:
 
 
 def spawn(handler: Handler, memory_limit: int | None, clean: bool,
-          ahead: prefault.Plan | None = None, settled: template.Reachable | None = None,
+          ahead: prefault.Plan = prefault.NOTHING, settled: template.Reachable | None = None,
           ) -> Child:
     """Fork a child of this process, ready to serve ``handler``'s requests; it faults in
     what ``ahead`` says (:mod:`prefault`) while it waits for its first, and serves it only

@@ -73,7 +73,7 @@ REFUSED = "sent a reply that is not one"  # how a child that wrote anything else
 #: without end (a kernel writing reports) would never time out.
 MAX_REPORTS = 256
 #: The first fresh children whose touched memory an ``ahead`` worker reads
-#: (:meth:`Worker._learn`); the pages all of them wrote are copied ahead.
+#: (:meth:`Worker._learn`); what all of them touched is faulted in ahead.
 LEARN_FROM = 2
 
 
@@ -118,7 +118,7 @@ class Worker:
         self._retiring = False  # the last call's child, done, is killed by prepare_next
         self.ahead = ahead and fresh and fence.scopes_signals()
         self._seen: list[prefault.Seen] = []  # what its first case workers touched
-        self._plan = prefault.Plan()  # what all of them touched: faulted in ahead
+        self._plan = prefault.NOTHING  # what all of them touched: faulted in ahead
         self._brk = 0  # this process's program break when the child was forked
         #: this process's state that others can change (:mod:`template`), as it was
         self._reachable = template.take()

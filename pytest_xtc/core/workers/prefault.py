@@ -38,7 +38,7 @@ MAX_PAGES = 1 << 14
 #: a mapping of its own (128 KiB), so that they come from the heap.
 HEAP_PIECE = 32 << 10
 _MADV_POPULATE_READ, _MADV_POPULATE_WRITE = 22, 23  # Linux 5.14
-_PRESENT, _EXCLUSIVE = np.uint64(1 << 63), np.uint64(1 << 56)  # a pagemap entry's bits
+PRESENT, _EXCLUSIVE = np.uint64(1 << 63), np.uint64(1 << 56)  # a pagemap entry's bits
 _SPECIAL = ("[stack]", "[vvar]", "[vvar_vclock]", "[vdso]", "[vsyscall]")
 _CHECK_EVERY = 64  # ranges copied between two looks for a request already waiting
 
@@ -70,6 +70,9 @@ class Plan:
         return cls(ranges(frozenset.intersection(*(s.written for s in seen))),
                    ranges(frozenset.intersection(*(s.read for s in seen))),
                    min(min(s.heap for s in seen), MAX_PAGES * PAGE))
+
+
+NOTHING = Plan()  # a worker not forked ahead, or before its first cases have said
 
 
 @dataclass(frozen=True)
@@ -128,9 +131,9 @@ def learn(pid: int, brk: int) -> Seen:
             raw = os.pread(fd, (end - start) // PAGE * 8, start // PAGE * 8)
             entries = np.frombuffer(raw[: len(raw) // 8 * 8], dtype=np.uint64)
             if mapping.mode == "read":
-                found, into = np.flatnonzero(entries & _PRESENT), read
+                found, into = np.flatnonzero(entries & PRESENT), read
             else:
-                wanted = _PRESENT | _EXCLUSIVE
+                wanted = PRESENT | _EXCLUSIVE
                 found, into = np.flatnonzero((entries & wanted) == wanted), written
             into.update((start + found * PAGE).tolist())
     except OSError:
@@ -153,11 +156,11 @@ def ranges(pages: Iterable[int]) -> Ranges:
 
 
 def populate(plan: Plan, waiting: int = -1) -> int:
-    """Fault in what ``plan`` says, now: its heap, then its written pages (copied as a
-    write would, without writing: ``MADV_POPULATE_WRITE``), then its read ones (mapped:
-    ``MADV_POPULATE_READ``); a run no longer mapped so is skipped. Stops early once the
-    descriptor ``waiting`` is readable (a request came: the rest faults on demand).
-    Returns the number of pages faulted in."""
+    """Fault in what ``plan`` says, now: its heap (bounded by the plan, not stopped), then
+    its written pages (copied as a write would, without writing: ``MADV_POPULATE_WRITE``),
+    then its read ones (mapped: ``MADV_POPULATE_READ``); a run no longer mapped so is
+    skipped. The runs stop early once the descriptor ``waiting`` is readable (a request
+    came: the rest faults on demand). Returns the number of pages faulted in."""
     done = grow_heap(plan.heap)
     for runs, advice in ((plan.written, _MADV_POPULATE_WRITE), (plan.read, _MADV_POPULATE_READ)):
         more = _advise(runs, advice, waiting)

@@ -56,7 +56,7 @@ class Fds:
 
 def child(
     handler: Handler, fds: Fds, parent: int, memory_limit: int | None, clean: bool,
-    born: template.Reachable, ahead: prefault.Plan | None = None,
+    born: template.Reachable, ahead: prefault.Plan = prefault.NOTHING,
 ) -> None:
     """The forked child (its template's state ``born``): contain it, fault in what
     ``ahead`` says, then serve requests until the pipe closes."""
@@ -80,8 +80,7 @@ def child(
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         gc.disable()  # collecting would only copy the parent's pages into this child
-        if ahead is not None:
-            prefault.populate(ahead, fds.requests)
+        prefault.populate(ahead, fds.requests)
         _serve(handler, fds.requests, fds.replies, keeper if clean else 0, expected)
         code = 0
     except BaseException:  # the exit code says it
