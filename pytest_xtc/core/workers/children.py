@@ -45,7 +45,7 @@ class Child:
     replies: int
     lifeline: int
     log: OutputTail
-    brk: int = 0  # this process's program break (its heap's end) when the child was forked
+    heap: prefault.Heap  # this process's heap when the child was forked
 
     def close(self) -> None:
         for fd in (self.requests, self.replies, self.lifeline):
@@ -69,7 +69,7 @@ def spawn(handler: Handler, memory_limit: int | None, clean: bool,
     fence.landlock_abi()  # libc loaded and the kernel asked here once, not in each child
     #: what the child must still have when its first request comes
     born = template.take() if settled is None else settled
-    brk = prefault.program_break()
+    heap = prefault.Heap.now()
     pid = os.fork()
     if pid == 0:  # the child: never returns
         fds = Fds(requests_read, replies_write, lifeline_read, log.write_fd)
@@ -78,7 +78,7 @@ def spawn(handler: Handler, memory_limit: int | None, clean: bool,
     os.close(requests_read)
     os.close(replies_write)
     os.close(lifeline_read)
-    return Child(pid, parent, requests, replies, lifeline, log, brk)
+    return Child(pid, parent, requests, replies, lifeline, log, heap)
 
 
 def how_it_ended(status: int) -> tuple[str, FailureKind]:

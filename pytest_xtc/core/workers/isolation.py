@@ -119,7 +119,7 @@ class Worker:
         self.ahead = ahead and fresh and fence.scopes_signals()
         self._seen: list[prefault.Seen] = []  # what its first case workers touched
         self._plan = prefault.NOTHING  # what all of them touched: faulted in ahead
-        self._brk = 0  # this process's program break when the child was forked
+        self._heap = prefault.Heap()  # this process's heap when the child was forked
         #: this process's state that others can change (:mod:`template`), as it was
         self._reachable = template.take()
         self._restored: tuple[str, ...] = ()  # what was put back before the last fork
@@ -347,7 +347,7 @@ class Worker:
         """Read what the call's child touched (it lives still); once the first
         :data:`LEARN_FROM` children said, what all of them touched is faulted in ahead by
         every spare forked after (one hostile case alone cannot make them all do more)."""
-        self._seen.append(prefault.learn(self.pid, self._brk))
+        self._seen.append(prefault.learn(self.pid, self._heap))
         if len(self._seen) == LEARN_FROM:
             self._plan = prefault.Plan.of(self._seen)
 
@@ -416,7 +416,7 @@ class Worker:
             self.log.close()
         self.pid, self.owner = spare.pid, spare.owner
         self.requests, self.replies, self.lifeline = spare.requests, spare.replies, spare.lifeline
-        self.log, self._brk = spare.log, spare.brk
+        self.log, self._heap = spare.log, spare.heap
         _workers[id(self)] = self
 
     def _drop_spare(self) -> None:

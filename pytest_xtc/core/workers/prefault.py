@@ -51,7 +51,7 @@ class Seen:
 
     written: frozenset[int] = frozenset()  # pages of the template's it wrote (addresses)
     read: frozenset[int] = frozenset()  # pages of the template's files' mappings it touched
-    heap: int = 0  # bytes its heap grew beyond the template's
+    heap: int = 0  # bytes it took from the C allocator, where it grew the heap: else 0
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ class Plan:
 
     @classmethod
     def of(cls, seen: Sequence[Seen]) -> Plan:
-        """The pages every one of ``seen`` wrote, and read, and the least heap growth."""
+        """The pages every one of ``seen`` wrote, and read, and the least heap taken."""
         if not seen:
             return cls()
         return cls(ranges(frozenset.intersection(*(s.written for s in seen))),
@@ -107,14 +107,42 @@ def program_break() -> int:
     return int(libc().sbrk(0) or 0)
 
 
-def learn(pid: int, brk: int) -> Seen:
+@dataclass(frozen=True)
+class Heap:
+    """A process's C heap at one moment: where it ended, how much of it was free."""
+
+    end: int = 0  # the program break; 0: not known
+    free: int = 0  # bytes the C allocator held free (its arenas' free chunks and tops)
+
+    @classmethod
+    def now(cls) -> Heap:
+        return cls(program_break(), _free_bytes())
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
+        "fordblks", "keepcost")]
+
+
+def _free_bytes() -> int:
+    """The bytes this process's C allocator holds free (glibc 2.33+; 0 elsewhere)."""
+    mallinfo2 = getattr(libc(), "mallinfo2", None)
+    if mallinfo2 is None:
+        return 0
+    mallinfo2.restype = _MallInfo2
+    return int(mallinfo2().fordblks)
+
+
+def learn(pid: int, heap: Heap) -> Seen:
     """What the living child ``pid`` touched since it was forked from this process (whose
-    program break was ``brk`` then): the pages it holds alone in the private writable
-    mappings this process has too (where they start at the same address: those it wrote,
-    or this process wrote after it: the child keeps the old page); the pages present in
-    its read-only mappings of files this process maps at the same address; how far its
-    heap grew beyond ``brk``. Empty where the kernel does not say (no pagemap, no
-    exclusive bit)."""
+    heap was ``heap`` then): the pages it holds alone in the private writable mappings
+    this process has too (where they start at the same address: those it wrote, or this
+    process wrote after it: the child keeps the old page); the pages present in its
+    read-only mappings of files this process maps at the same address; the heap it took
+    from the C allocator, where it grew the heap (how far beyond ``heap``'s end, and the
+    free memory it found there first). Empty where the kernel does not say (no pagemap,
+    no exclusive bit)."""
     written: set[int] = set()
     read: set[int] = set()
     try:
@@ -140,8 +168,9 @@ def learn(pid: int, brk: int) -> Seen:
         return Seen()
     finally:
         os.close(fd)
-    heap = max((m.end for m in theirs.values() if m.mode == "heap"), default=0)
-    return Seen(frozenset(written), frozenset(read), max(0, heap - brk) if brk else 0)
+    end = max((m.end for m in theirs.values() if m.mode == "heap"), default=0)
+    grown = end - heap.end if heap.end else 0
+    return Seen(frozenset(written), frozenset(read), grown + heap.free if grown > 0 else 0)
 
 
 def ranges(pages: Iterable[int]) -> Ranges:
@@ -185,17 +214,16 @@ def _advise(runs: Ranges, advice: int, waiting: int) -> int | None:
 
 
 def grow_heap(size: int) -> int:
-    """Have the C allocator grow this process's heap by about ``size`` bytes (taking the
-    free memory it holds below first, as a case's allocations would), write what it gave,
-    and take it back as free memory but for the highest piece (kept, so that the rest stays
-    below it instead of being given back to the kernel): the allocations that come next
-    find those pages present. Returns the number of pages written."""
+    """Take ``size`` bytes from the C allocator in pieces (the free memory it holds first,
+    then a grown heap, as a case's allocations would), and a piece more; write them, and
+    give them back but for the highest piece (kept, so that the rest stays below it
+    instead of being given back to the kernel): the allocations that come next find those
+    pages present. Returns the number of pages written."""
     if size <= 0:
         return 0
     lib = libc()
-    target = program_break() + size
     pieces: list[int] = []
-    while program_break() < target and len(pieces) <= 2 * size // HEAP_PIECE:
+    while len(pieces) * HEAP_PIECE <= size:
         piece = lib.malloc(HEAP_PIECE)
         if not piece:
             break

@@ -9,6 +9,7 @@ serves a second call in it."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import mmap
@@ -17,6 +18,7 @@ import resource
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
@@ -67,9 +69,9 @@ def read_pages(request: Any, report: Any) -> int:
 
 
 def grow_heap(request: Any, report: Any) -> int:
-    """Sleep ``request`` seconds, then take 8 MiB from the C allocator in small pieces
-    (from the heap, beyond the template's) and write a byte of each page: the page
-    faults that took."""
+    """Sleep ``request`` seconds, then take 8 MiB from the C allocator in small pieces (the
+    free memory it holds, then a heap grown beyond the template's) and write a byte of each
+    page: the page faults that took."""
     time.sleep(request or 0)
     lib = hygiene.libc()
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
@@ -136,10 +138,51 @@ def test_spares_grow_the_heap_as_the_first_cases_did() -> None:
     """Calls 1 and 2 grow the C allocator's heap by 8 MiB; spares forked after them grow
     theirs as much (and give it back to the allocator) while the call before theirs runs:
     their own call writes its heap with a fraction of the faults."""
-    found, unprepared = _ahead_and_not(grow_heap)
+    with _heap_taken():
+        found, unprepared = _ahead_and_not(grow_heap)
     assert unprepared >= PAGES and found[0] >= PAGES
     for faults in found[3:]:  # forked once calls 1 and 2 had said
         assert faults < PAGES // 16, found
+
+
+@needs_scoping
+def test_spares_take_what_the_first_cases_took_from_the_heap_not_what_it_grew() -> None:
+    """Calls 1 and 2 find 4 MiB free in the template's heap and take it before growing the
+    heap by 4 MiB more; the template then takes those 4 MiB itself: spares forked after it
+    give their call the whole 8 MiB the first calls took, not the 4 MiB the heap grew."""
+    lib, half = hygiene.libc(), len(DATA) // prefault.HEAP_PIECE // 2
+    with _heap_taken() as held:
+        pieces = sorted(lib.malloc(prefault.HEAP_PIECE) for _ in range(half + 1))
+        held.append(pieces[-1])
+        for piece in pieces[:-1]:  # free memory below the highest piece, kept
+            lib.free(piece)
+        ahead = _worker(grow_heap, ahead=True)
+        try:
+            found = [ahead.call(0.3, {"x": 30}, "x") for _ in range(2)]
+            held += [lib.malloc(prefault.HEAP_PIECE) for _ in range(half)]
+            found += [ahead.call(0.3, {"x": 30}, "x") for _ in range(3)]
+        finally:
+            ahead.stop()
+    for faults in found[3:]:  # forked once calls 1 and 2 had said, the 4 MiB held
+        assert faults < PAGES // 16, found
+
+
+@contextlib.contextmanager
+def _heap_taken() -> Iterator[list[int]]:
+    """Within: the free memory the C allocator held (a test process's: whatever ran in it
+    before) taken, in pieces until one comes from beyond the heap's end, so that a call
+    of :func:`grow_heap` grows the heap (else it writes the template's free pages: the
+    written pages' plan, tested above, with as many more faults as the free memory's place
+    moved). The pieces, and those added to the list yielded, are freed after."""
+    lib = hygiene.libc()
+    end, pieces = prefault.program_break(), [lib.malloc(prefault.HEAP_PIECE)]
+    try:
+        while pieces[-1] < end and len(pieces) < prefault.MAX_PAGES:
+            pieces.append(lib.malloc(prefault.HEAP_PIECE))
+        yield pieces
+    finally:
+        for piece in pieces:
+            lib.free(piece)
 
 
 def _ahead_and_not(handler: Any) -> tuple[list[Any], Any]:
