@@ -56,10 +56,11 @@ class Child:
 
 def spawn(handler: Handler, memory_limit: int | None, clean: bool,
           ahead: prefault.Plan = prefault.NOTHING, settled: template.Reachable | None = None,
-          ) -> Child:
+          learned: bool = False) -> Child:
     """Fork a child of this process, ready to serve ``handler``'s requests; it faults in
     what ``ahead`` says (:mod:`prefault`) while it waits for its first, and serves it only
-    if its scheduling is then still ``settled``'s (default: this process's now)."""
+    if its scheduling is then still ``settled``'s (default: this process's now). A child
+    ``learned`` from (:func:`prefault.learn`) has this process's heap measured first."""
     requests_read, requests = transfer.channel()
     replies, replies_write = transfer.pipe()
     lifeline_read, lifeline = os.pipe()
@@ -69,7 +70,7 @@ def spawn(handler: Handler, memory_limit: int | None, clean: bool,
     fence.landlock_abi()  # libc loaded and the kernel asked here once, not in each child
     #: what the child must still have when its first request comes
     born = template.take() if settled is None else settled
-    heap = prefault.Heap.now()
+    heap = prefault.Heap.now() if learned else prefault.UNMEASURED
     pid = os.fork()
     if pid == 0:  # the child: never returns
         fds = Fds(requests_read, replies_write, lifeline_read, log.write_fd)

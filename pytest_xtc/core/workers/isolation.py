@@ -357,7 +357,8 @@ class Worker:
         its scheduling against ``settled`` (default: this process's at the fork) before
         it serves."""
         self._restored += tuple(template.restore(self._reachable))
-        return spawn(self.handler, self.memory_limit, self.clean, self._plan, settled)
+        learned = self.ahead and len(self._seen) < LEARN_FROM
+        return spawn(self.handler, self.memory_limit, self.clean, self._plan, settled, learned)
 
     def _check_template(self) -> None:
         """After a call: raise back what the call's processes lowered in this one, at once

@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import functools
 import mmap
 import os
 import select
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -111,12 +113,15 @@ def program_break() -> int:
 class Heap:
     """A process's C heap at one moment: where it ended, how much of it was free."""
 
-    end: int = 0  # the program break; 0: not known
+    end: int = 0  # the program break; 0: not measured
     free: int = 0  # bytes the C allocator held free (its arenas' free chunks and tops)
 
     @classmethod
     def now(cls) -> Heap:
         return cls(program_break(), _free_bytes())
+
+
+UNMEASURED = Heap()  # a child's whose heap nobody learns from
 
 
 class _MallInfo2(ctypes.Structure):
@@ -125,13 +130,19 @@ class _MallInfo2(ctypes.Structure):
         "fordblks", "keepcost")]
 
 
+@functools.cache
+def _mallinfo2() -> Any:
+    found = getattr(libc(), "mallinfo2", None)  # glibc 2.33+
+    if found is not None:
+        found.restype = _MallInfo2
+    return found
+
+
 def _free_bytes() -> int:
-    """The bytes this process's C allocator holds free (glibc 2.33+; 0 elsewhere)."""
-    mallinfo2 = getattr(libc(), "mallinfo2", None)
-    if mallinfo2 is None:
-        return 0
-    mallinfo2.restype = _MallInfo2
-    return int(mallinfo2().fordblks)
+    """The bytes this process's C allocator holds free (0 where it does not say). It walks
+    the allocator's free lists: some 18 ms for 100,000 free chunks."""
+    mallinfo2 = _mallinfo2()
+    return 0 if mallinfo2 is None else int(mallinfo2().fordblks)
 
 
 def learn(pid: int, heap: Heap) -> Seen:
