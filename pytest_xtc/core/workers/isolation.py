@@ -119,7 +119,7 @@ class Worker:
         self.ahead = ahead and fresh and fence.scopes_signals()
         self._seen: list[prefault.Seen] = []  # what its first case workers touched
         self._plan = prefault.NOTHING  # what all of them touched: faulted in ahead
-        self._heap = prefault.Heap()  # this process's heap when the child was forked
+        self._heap = prefault.UNMEASURED  # this process's heap when the child was forked
         #: this process's state that others can change (:mod:`template`), as it was
         self._reachable = template.take()
         self._restored: tuple[str, ...] = ()  # what was put back before the last fork

@@ -114,7 +114,7 @@ class Heap:
     """A process's C heap at one moment: where it ended, how much of it was free."""
 
     end: int = 0  # the program break; 0: not measured
-    free: int = 0  # bytes the C allocator held free (its arenas' free chunks and tops)
+    free: int = 0  # bytes the C allocator held free (all its arenas: free chunks, tops)
 
     @classmethod
     def now(cls) -> Heap:
