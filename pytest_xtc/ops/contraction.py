@@ -12,10 +12,9 @@ representable) makes the rounding term zero: bit for bit.
 IEEE rule (special values, :meth:`Contraction.ieee`): a result is NaN where any of its
 products is NaN (a NaN factor, or 0 x Inf) or where it has products +Inf and -Inf; +Inf
 (-Inf) where its infinite products all have that sign; otherwise finite, within the bound
-above plus ``K eta (1 + gamma_K)`` for products that underflow (eta: half the smallest
-subnormal; Higham eq. 2.8: an underflowing product errs by at most eta, sums do not).
-Where ``(1 + gamma_K) |A||B|`` over the finite factors exceeds the dtype's largest
-finite number, whether the result overflows depends on the summation order (and on FMA):
+above plus the underflow term (:meth:`Contraction.underflow`). Where ``(1 + gamma_K +
+2 gamma_K(2^-53)) |A||B|`` over the finite factors exceeds the dtype's largest finite
+number, whether the result overflows depends on the summation order (and on FMA):
 such elements, unless NaN is certain, are only required written. NaN payloads and the
 sign of a zero result are free.
 """
@@ -32,6 +31,7 @@ from pytest_xtc.ops.spec import Attrs, Bound, Op, Shape
 DEFAULT_C = 1.0  # the bound's constant c: Higham's bound holds as it is
 
 FLOAT64_U = 2.0**-53
+FLOAT64_TINY = 2.0**-1074  # the smallest float64 subnormal: 2 eta_64
 
 
 def gamma(k: int, u: float) -> float:
@@ -73,6 +73,18 @@ class Contraction(Op):
         """The factor of |A||B| in the bound: gamma_K(u) plus the reference's own."""
         return gamma(k, u) + 2 * gamma(k, FLOAT64_U)
 
+    def underflow(self, k: int, u: float, dtype: str) -> float:
+        """The absolute term for products that underflow, never 0 (Higham eq. 2.8: an
+        underflowing product errs by at most eta, half the smallest subnormal; sums do
+        not): ``K eta (1 + gamma_K)`` for the target's products, plus ``K eta_64`` for the
+        reference's own and ``(3K + 4) eta_64`` for the bound's own float64 products that
+        underflow. eta is a power of two made by ``ldexp``: float64's, 2^-1075, is not a
+        float64 (written as ``smallest_subnormal / 2`` it was 0.0, and a subnormal result
+        whose ``gamma_K |A||B|`` underflowed too had a bound of 0)."""
+        eta_exponent = int(np.finfo(dtype).machep) + int(np.finfo(dtype).minexp) - 1
+        target = math.ldexp(k * (1 + gamma(k, u)), eta_exponent)
+        return target + (2 * k + 2) * FLOAT64_TINY
+
     def ieee(self, args: Sequence[np.ndarray], errs: Sequence[Bound],
              free: Sequence[np.ndarray | None], attrs: Attrs, u: float,
              dtype: str) -> tuple[np.ndarray, Bound, np.ndarray | None]:
@@ -94,9 +106,7 @@ class Contraction(Op):
         bound = self.bound(clean, clean_errs, attrs, u)
         magnitude = self.magnitude(clean, attrs)
         if u:
-            info = np.finfo(dtype)
-            eta = float(info.smallest_subnormal) / 2
-            underflow = k * eta * (1 + gamma(k, u))
+            underflow = self.underflow(k, u, dtype)
             bound = np.full(value.shape, underflow) if bound is None else bound + underflow
         ones_a, ones_b = np.ones(a.shape, bool), np.ones(b.shape, bool)
 
@@ -116,7 +126,8 @@ class Contraction(Op):
         special = nan | positive | negative
         # a finite product may overflow, or not inside an FMA: +-Inf or NaN then depend on
         # the compiler's choices (NaN from NaN factors, 0 x Inf or Inf - Inf does not)
-        overflow = ~nan & (magnitude * (1 + gamma(k, u)) > float(np.finfo(dtype).max))
+        overflow = ~nan & (magnitude * (1 + self.rounding(k, u))
+                           > float(np.finfo(dtype).max))
         spread = self.spread(free, [a.shape, b.shape], attrs)
         loose = overflow if spread is None else overflow | spread
         dense = np.zeros(value.shape) if bound is None else np.broadcast_to(bound, value.shape)

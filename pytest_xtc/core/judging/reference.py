@@ -6,7 +6,10 @@ it (README, "When is a result right"):
 * Data movement (pad, pad2d, unpad, transpose, reshape) and relu introduce no rounding:
   their bound is their argument's, zero for graph inputs, so alone they must be bit-exact.
 * Contractions (matmul, conv2d) add Higham's rigorous ``gamma_K |A||B|`` for the case's
-  dtype, times the case's factor ``c`` (1 by default: an error above it is a defect).
+  dtype, times the case's factor ``c`` (1 by default: an error above it is a defect), and
+  an absolute term for products that underflow (``Contraction.underflow``, never 0).
+  Where a partial sum may exceed the dtype's range (``max|A| max|B| K``, even from inputs
+  below sqrt(max)), the IEEE rule below decides.
 * Exact inputs (small integers) make every product and partial sum representable: the
   bound is zero, bit for bit, as long as every ``|A||B|`` stays below ``2^p`` (p: the
   dtype's mantissa bits). A deeper graph whose integers outgrow that gets the rounding
@@ -117,6 +120,8 @@ def evaluate(
                 args, errs, [free[a] for a in node.args], attrs, u, dtype)
             continue
         free[uid] = None
+        if isinstance(op, Contraction) and u and _may_overflow(op, args, k, u, dtype):
+            return evaluate(graph, inputs, exact, c, ieee=True)  # that rule decides
         values[uid] = op.forward(args, attrs)
         if exact and isinstance(op, Contraction):
             magnitude = op.magnitude(args, attrs)
@@ -126,11 +131,14 @@ def evaluate(
                 bounds[uid] = op.bound(args, errs, attrs, 0.0)
         elif isinstance(op, Contraction) and u and all(e is None for e in errs):
             magnitude = op.magnitude(args, attrs)  # computed once: bound and statistic
-            bounds[uid] = op.rounding(k, u) * magnitude
+            bounds[uid] = op.rounding(k, u) * magnitude + op.underflow(k, u, dtype)
             if uid in out:
                 magnitudes[uid] = Sample(magnitude, k)
         else:
-            bounds[uid] = op.bound(args, errs, attrs, u)
+            bound = op.bound(args, errs, attrs, u)
+            if isinstance(op, Contraction) and u and bound is not None:
+                bound = bound + op.underflow(k, u, dtype)
+            bounds[uid] = bound
     return Reference(
         [values[uid] for uid in out],
         [_dense(bounds[uid], values[uid]) for uid in out],
@@ -149,6 +157,17 @@ def _special(array: np.ndarray) -> bool:
     if not np.isfinite(magnitude).all() or magnitude.max() >= np.sqrt(info.max):
         return True
     return bool(((magnitude > 0) & (magnitude < info.tiny)).any())
+
+
+def _may_overflow(op: Contraction, args: Sequence[np.ndarray], k: int, u: float,
+                  dtype: str) -> bool:
+    """Whether a partial sum of ``op`` on finite ``args`` may exceed the dtype's largest
+    finite number: then the IEEE rule decides (such elements are only required written).
+    Inputs below sqrt(max) alone do not rule it out: K products of nearly max add up."""
+    if not all(a.size for a in args):
+        return False
+    largest = float(np.abs(args[0]).max()) * float(np.abs(args[1]).max())
+    return largest * k * (1 + op.rounding(k, u)) > float(np.finfo(dtype).max)
 
 
 def _dense(bound: Bound, value: np.ndarray) -> np.ndarray:

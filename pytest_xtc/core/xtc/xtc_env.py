@@ -132,7 +132,18 @@ def build_graph(case: Case, device: Any = None) -> Any:
                 attrs["device"] = device
             factory = getattr(O, expr["op"]["name"])
             values[node["uid"]] = factory(*[values[u] for u in expr["args"]], name=name, **attrs)
-    return builder.graph
+        # The outputs as declared, in their order: left to XTC, they are the results no
+        # node reads, in production order (an output that feeds a node is dropped, two
+        # outputs declared the other way round swap), and the kernel's output arguments
+        # no longer match the buffers the runner passes in declared order.
+        builder.set_outputs(*[values[o["uid"]] for o in case.graph["outputs"]])
+    graph = builder.graph
+    extra = graph.outputs_nodes[len(case.graph["outputs"]):]
+    if extra:  # XTC adds a result no node reads as an output the runner has no buffer for
+        names = ", ".join(str(n.name) for n in extra)
+        raise ValueError(f"node {names} is neither an output of the graph nor read by a "
+                         "node (XTC would make it an output): declare it or remove it")
+    return graph
 
 
 def _tuples(value: Any) -> Any:
