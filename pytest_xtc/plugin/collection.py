@@ -199,7 +199,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     session = state.get(metafunc.config)
     if session is None:
         return
-    explored = explore.explored_cases(metafunc.config, session.cases())
+    explored = [*explore.explored_cases(metafunc.config, session.cases()),
+                *explore.fuzz_cases(metafunc.config)]
     chosen = [  # each twin right after its twin: it runs in the worker its twin kept
         (adapter, case)
         for adapter in session.adapters

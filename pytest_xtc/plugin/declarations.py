@@ -271,6 +271,11 @@ def add(parser: pytest.Parser) -> None:
         "on every graph, shape and dtype (from --xtc-seed; test ids name the strategy "
         "and the sample: ...-explore-<strategy>-<i>of<N>)",
     )
+    group.addoption("--xtc-fuzz", type=_at_least(1), default=None, metavar="N",
+                    help="also check N random cases (graphs, shapes, schedules, values) "
+                    "drawn from --xtc-fuzz-seed; each failure is shrunk to a case file")
+    group.addoption("--xtc-fuzz-seed", type=_at_least(0), default=0, metavar="S",
+                    help="the seed of --xtc-fuzz's draws (default 0; same seed, same cases)")
     group.addoption(
         "--xtc-shrink",
         action="store_true",

@@ -1,5 +1,7 @@
 """Exploration and shrinking in pytest: ``--xtc-explore=N`` adds, to the cases collected,
 the schedules XTC's search strategies pick (:mod:`pytest_xtc.exploration.explore`);
+``--xtc-fuzz=N`` adds N random cases (:mod:`pytest_xtc.exploration.fuzz`), each failure
+shrunk;
 ``--xtc-shrink`` shrinks each failing case to the smallest that fails the same way
 (:mod:`pytest_xtc.exploration.shrink`) and says how to rerun it. :func:`add_options` declares the
 options, :func:`configure` registers the hooks when one is given."""
@@ -16,7 +18,7 @@ import pytest
 from pytest_xtc.core.cases.case import Case
 from pytest_xtc.core.cases.identity import test_id
 from pytest_xtc.core.execution.settings import Settings
-from pytest_xtc.exploration import explore, shrink, tally
+from pytest_xtc.exploration import explore, fuzz, shrink, tally
 from pytest_xtc.plugin import options, state
 from pytest_xtc.report.replay import option_flags
 
@@ -25,7 +27,8 @@ SHRUNK_KEY = "xtc_shrunk"
 
 def configure(config: pytest.Config) -> None:
     """Register the hooks of this module when exploration or shrinking is asked for."""
-    if config.getoption("xtc_explore", None) or config.getoption("xtc_shrink", False):
+    if (config.getoption("xtc_explore", None) or config.getoption("xtc_shrink", False)
+            or config.getoption("xtc_fuzz", None)):
         config.pluginmanager.register(ExploreHooks(config), "xtc-explore-hooks")
 
 
@@ -35,6 +38,14 @@ def explored_cases(config: pytest.Config, cases: Sequence[Case]) -> list[Case]:
     if not pool:
         return []
     return _plan(config, cases).cases
+
+
+def fuzz_cases(config: pytest.Config) -> list[Case]:
+    """The ``--xtc-fuzz`` cases (none without it), drawn from ``--xtc-fuzz-seed``."""
+    count = config.getoption("xtc_fuzz", None)
+    if not count:
+        return []
+    return fuzz.cases(count, config.getoption("xtc_fuzz_seed", 0))
 
 
 def _plan(config: pytest.Config, cases: Sequence[Case]) -> explore.Plan:
@@ -85,11 +96,13 @@ class ExploreHooks:
     ) -> Generator[None, Any, None]:
         made = yield
         report: pytest.TestReport = made.get_result()
-        if (call.when != "call" or not report.failed or hasattr(report, "wasxfail")
-                or not self.config.getoption("xtc_shrink")):
+        if call.when != "call" or not report.failed or hasattr(report, "wasxfail"):
             return
         funcargs = getattr(item, "funcargs", {})
         adapter, case = funcargs.get("xtc_adapter"), funcargs.get("xtc_case")
+        fuzzed = case is not None and fuzz.is_fuzz(case)  # a fuzz failure is always shrunk
+        if not (self.config.getoption("xtc_shrink") or fuzzed):
+            return
         outcome = getattr(funcargs.get("xtc_outcome"), "outcome", None)  # a run PendingCase
         if adapter is None or case is None or outcome is None:
             return

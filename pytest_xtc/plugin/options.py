@@ -153,6 +153,8 @@ VERDICT_OPTIONS = (
     ("xtc_min_repeat_ms", "--xtc-min-repeat-ms"),
     ("xtc_only_cases", "--xtc-only-cases"),
     ("xtc_explore", "--xtc-explore"),
+    ("xtc_fuzz", "--xtc-fuzz"),
+    ("xtc_fuzz_seed", "--xtc-fuzz-seed"),
     ("xtc_from_pack", "--xtc-from-pack"),  # judged again from the same results
     ("xtc_run_on", "--xtc-run-on"),
 )

@@ -156,5 +156,8 @@ def run(log: Callable[[str], None] = print) -> bool:
             for case_id, cause in zip(tally.rejected, tally.causes, strict=True):
                 log(f"      {case_id}: {cause.splitlines()[0][:300]}")
             ok &= not tally.rejected
+        from pytest_xtc.selftest import fuzzing  # a fault only fuzzing finds
+
+        ok &= fuzzing.run(workdir, log)
     log("selftest " + ("passed" if ok else "FAILED"))
     return ok

@@ -1,0 +1,143 @@
+"""Fuzzing: random graphs, shapes, schedules and input values, each case drawn from a
+seed. No pytest.
+
+:func:`draw` is the whole interface: one case from ``(seed, index)``, deterministic, its
+name ``fuzz-<seed>-<index>`` (with the topology it drew) regenerating it. The draw covers
+what the catalog's hand list never varies: graph topologies (a chain, a value read by two
+nodes, two outputs, an output that also feeds a node, outputs declared in either order),
+asymmetric shapes (1 to 19 a dimension, conv2d strides and windows per axis), dtypes,
+schedules of the contraction (tiles of any loop with any factor, interchanges, unroll,
+vectorize) and the input classes the case format has (uniform, small integers, IEEE
+special values). It is written against the op registry and the case format only, so a
+declarative model of every dimension can replace :data:`TOPOLOGIES` and the draws below
+without changing its callers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Callable
+from typing import Any
+
+from pytest_xtc.core.cases import graphs
+from pytest_xtc.core.cases.case import Case, Schedule
+from pytest_xtc.ops.builder import GraphBuilder, GraphDict, Operand
+
+PREFIX = "fuzz"
+DTYPES = ("float32", "float32", "float64")  # float64 relu, conv2d: XTC 0.3.2 fails (expected)
+VALUES = ("random", "random", "exact", "special")  # uniform drawn twice as often
+
+
+def _rng(seed: int, index: int) -> random.Random:
+    digest = hashlib.sha256(f"{PREFIX}:{seed}:{index}".encode()).digest()
+    return random.Random(int.from_bytes(digest[:8], "little"))
+
+
+def _dim(rng: random.Random) -> int:
+    return rng.choice((1, 2, 3, 5, 7, 8, 13, 16, 17, 19))
+
+
+def _matmul(g: GraphBuilder, rng: random.Random, dtype: str) -> Operand:
+    i, j, k = _dim(rng), _dim(rng), _dim(rng)
+    return g.node("matmul", "C", [g.tensor("A", (i, k), dtype), g.tensor("B", (k, j), dtype)])
+
+
+def _conv(g: GraphBuilder, rng: random.Random, dtype: str) -> Operand:
+    r, s = rng.choice((1, 2, 3)), rng.choice((1, 2, 3))
+    h, w = r + rng.randrange(0, 8), s + rng.randrange(0, 8)
+    x = g.tensor("X", (rng.choice((1, 2)), h, w, rng.choice((1, 3, 4))), dtype)
+    weights = g.tensor("W", (r, s, x.shape[3], rng.choice((1, 2, 5))), dtype)
+    return g.node("conv2d", "C", [x, weights], stride=[rng.choice((1, 2)), rng.choice((1, 3))])
+
+
+def _pad(g: GraphBuilder, rng: random.Random, x: Operand, name: str) -> Operand:
+    axis = rng.randrange(len(x.shape))
+    return g.node("pad", name, [x], padding={axis: [rng.randrange(3), rng.randrange(3)]},
+                  constant_value=0)
+
+
+def _chain(g: GraphBuilder, rng: random.Random, c: Operand) -> list[Operand]:
+    return [g.node("relu", "R", [c]) if rng.random() < 0.5 else _pad(g, rng, c, "P")]
+
+
+def _fan_out(g: GraphBuilder, rng: random.Random, c: Operand) -> list[Operand]:
+    both = [g.node("relu", "R", [c]), _pad(g, rng, c, "P")]
+    return both if rng.random() < 0.5 else both[::-1]
+
+
+def _two_outputs(g: GraphBuilder, rng: random.Random, c: Operand) -> list[Operand]:
+    other = g.node("relu", "S", [graphs_input(g, 0)])
+    return [c, other] if rng.random() < 0.5 else [other, c]
+
+
+def _output_feeds(g: GraphBuilder, rng: random.Random, c: Operand) -> list[Operand]:
+    r = g.node("relu", "R", [c])
+    return [c, r] if rng.random() < 0.5 else [r, c]
+
+
+def graphs_input(g: GraphBuilder, position: int) -> Operand:
+    entry = g.graph["inputs"][position]
+    shape = tuple(entry["expr"]["type"]["shape"])
+    return Operand(entry["name"], entry["uid"], shape, entry["expr"]["type"]["dtype"])
+
+
+Topology = Callable[[GraphBuilder, random.Random, Operand], list[Operand]]
+#: name -> the nodes after the contraction C, returning the graph's outputs in order
+TOPOLOGIES: dict[str, Topology] = {
+    "chain": _chain, "fanout": _fan_out, "twoout": _two_outputs, "feeds": _output_feeds,
+}
+
+
+def _schedule(rng: random.Random, graph: GraphDict) -> Schedule:
+    """A random schedule of node C's loops (matmul: i, j, k), or none."""
+    node = next(n for n in graphs.nodes(graph) if n.name == "C")
+    if node.op.name != "matmul" or rng.random() < 0.3:
+        return Schedule()
+    steps: list[dict[str, Any]] = []
+    order = ["i", "j", "k"]
+    sizes = dict(zip("ikj", (*graphs.inputs(graph)[0].shape, graphs.inputs(graph)[1].shape[1]),
+                     strict=True))
+    for loop in rng.sample(order, rng.randrange(1, 4)):
+        factor = rng.choice((2, 3, 4, 8, 16))
+        if factor < sizes[loop]:
+            steps.append({"tile": [loop, {f"{loop}1": factor}]})
+            order.append(f"{loop}1")
+    inner = order[3:]
+    if inner and rng.random() < 0.5:
+        head = order[:3]
+        rng.shuffle(head)
+        order = head + inner
+        steps.append({"interchange": [order]})
+        last = order[-1]
+        if rng.random() < 0.5:
+            steps.append({"unroll": [{last: 2}]})
+        elif last.startswith("j") and rng.random() < 0.5:
+            steps.append({"vectorize": [[last]]})
+    if not steps:
+        return Schedule()
+    return Schedule.from_data("sched", steps, node="C")
+
+
+def draw(seed: int, index: int) -> Case:
+    """Case ``index`` of the fuzz run seeded ``seed``: the same pair, the same case."""
+    rng = _rng(seed, index)
+    dtype = rng.choice(DTYPES)
+    topology = rng.choice(sorted(TOPOLOGIES))
+    g = GraphBuilder(f"{PREFIX}_{topology}")
+    c = (_matmul if rng.random() < 0.7 else _conv)(g, rng, dtype)
+    graph = g.output(*TOPOLOGIES[topology](g, rng, c))
+    schedule = _schedule(rng, graph)
+    values = rng.choice(VALUES)
+    shape = "x".join(map(str, graphs.outputs(graph)[0].shape))
+    return Case(f"{PREFIX}-{seed}-{index}-{topology}", dtype, shape, schedule, graph,
+                values=values, source="fuzz", tags=frozenset({PREFIX}))
+
+
+def cases(count: int, seed: int, drawer: Callable[[int, int], Case] = draw) -> list[Case]:
+    """``count`` cases of the fuzz run seeded ``seed``."""
+    return [drawer(seed, index) for index in range(count)]
+
+
+def is_fuzz(case: Case) -> bool:
+    return PREFIX in case.tags
