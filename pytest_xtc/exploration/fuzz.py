@@ -7,10 +7,11 @@ what the catalog's hand list never varies: graph topologies (a chain, a value re
 nodes, two outputs, an output that also feeds a node, outputs declared in either order),
 asymmetric shapes (1 to 19 a dimension, conv2d strides and windows per axis), dtypes,
 schedules of the contraction (tiles of any loop with any factor, interchanges, unroll,
-vectorize) and the input classes the case format has (uniform, small integers, IEEE
-special values). It is written against the op registry and the case format only, so a
-declarative model of every dimension can replace :data:`TOPOLOGIES` and the draws below
-without changing its callers.
+vectorize), every input class the case format has (uniform, small integers, IEEE special
+values...) and every placement of the operands' data (aligned, off by an element, odd).
+It is written against the op registry and the case format only, so a declarative model
+of every dimension can replace :data:`TOPOLOGIES` and the draws below without changing
+its callers.
 """
 
 from __future__ import annotations
@@ -21,12 +22,16 @@ from collections.abc import Callable
 from typing import Any
 
 from pytest_xtc.core.cases import graphs
-from pytest_xtc.core.cases.case import Case, Schedule
+from pytest_xtc.core.cases.case import VALUE_KINDS, Case, Schedule
+from pytest_xtc.core.execution.guard import ALIGNMENTS
 from pytest_xtc.ops.builder import GraphBuilder, GraphDict, Operand
 
 PREFIX = "fuzz"
 DTYPES = ("float32", "float32", "float64")  # float64 relu, conv2d: XTC 0.3.2 fails (expected)
-VALUES = ("random", "random", "exact", "special")  # uniform drawn twice as often
+#: every input class the case format has (uniform drawn twice as often), and every
+#: placement of the operands' data (aligned drawn twice as often)
+VALUES = ("random", *VALUE_KINDS)
+ALIGNS = ("aligned", *ALIGNMENTS)
 
 
 def _rng(seed: int, index: int) -> random.Random:
@@ -128,10 +133,10 @@ def draw(seed: int, index: int) -> Case:
     c = (_matmul if rng.random() < 0.7 else _conv)(g, rng, dtype)
     graph = g.output(*TOPOLOGIES[topology](g, rng, c))
     schedule = _schedule(rng, graph)
-    values = rng.choice(VALUES)
+    values, align = rng.choice(VALUES), rng.choice(ALIGNS)
     shape = "x".join(map(str, graphs.outputs(graph)[0].shape))
     return Case(f"{PREFIX}-{seed}-{index}-{topology}", dtype, shape, schedule, graph,
-                values=values, source="fuzz", tags=frozenset({PREFIX}))
+                values=values, source="fuzz", tags=frozenset({PREFIX}), align=align)
 
 
 def cases(count: int, seed: int, drawer: Callable[[int, int], Case] = draw) -> list[Case]:

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections import Counter
 
 from pytest_xtc.core.cases import graphs
-from pytest_xtc.core.cases.case import Case
+from pytest_xtc.core.cases.case import VALUE_KINDS, Case
+from pytest_xtc.core.execution.guard import ALIGNMENTS
 from pytest_xtc.exploration import fuzz
 
 
@@ -24,7 +25,8 @@ def test_draws_cover_topologies_orders_dtypes_values_and_schedules() -> None:
     topologies = Counter(c.op.rsplit("-", 1)[1] for c in drawn)
     assert set(topologies) == set(fuzz.TOPOLOGIES)
     assert {c.dtype for c in drawn} == {"float32", "float64"}
-    assert {c.values for c in drawn} == {"random", "exact", "special"}
+    assert {c.values for c in drawn} == set(VALUE_KINDS) >= {"random", "exact", "special"}
+    assert {c.align for c in drawn} == set(ALIGNMENTS) >= {"aligned", "odd"}
     assert {c.schedule.name for c in drawn} == {"none", "sched"}
     assert {p for c in drawn for step in c.schedule.steps for p in [step[0]]} >= {
         "tile", "interchange", "unroll", "vectorize"}
