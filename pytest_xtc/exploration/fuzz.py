@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -27,6 +28,7 @@ from pytest_xtc.core.execution.guard import ALIGNMENTS
 from pytest_xtc.ops.builder import GraphBuilder, GraphDict, Operand
 
 PREFIX = "fuzz"
+_ID = re.compile(rf"^{PREFIX}-(?P<seed>\d+)-(?P<index>\d+)-")
 DTYPES = ("float32", "float32", "float64")  # float64 relu, conv2d: XTC 0.3.2 fails (expected)
 #: every input class the case format has (uniform drawn twice as often), and every
 #: placement of the operands' data (aligned drawn twice as often)
@@ -146,3 +148,14 @@ def cases(count: int, seed: int, drawer: Callable[[int, int], Case] = draw) -> l
 
 def is_fuzz(case: Case) -> bool:
     return PREFIX in case.tags
+
+
+def rebuild(case_id: str, known: object = (), base_seed: int = 0) -> Case | None:
+    """The fuzz case ``case_id`` names, drawn again from the seed and index in it (a
+    bundle's failure replayed or shrunk); None for an id that is not a fuzz case's or
+    that the draw does not give (another version of the generator)."""
+    found = _ID.match(case_id)
+    if found is None:
+        return None
+    case = draw(int(found["seed"]), int(found["index"]))
+    return case if case.id == case_id else None

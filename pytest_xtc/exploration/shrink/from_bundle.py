@@ -8,7 +8,7 @@ from pathlib import Path
 from pytest_xtc.core.cases.case import Case
 from pytest_xtc.core.execution.settings import Settings
 from pytest_xtc.core.outcome import Outcome, Status
-from pytest_xtc.exploration import explore
+from pytest_xtc.exploration import explore, fuzz
 from pytest_xtc.exploration.shrink.search import Budget, Result, shrink
 from pytest_xtc.report import bundle
 from pytest_xtc.report.parts.records import CaseRecord
@@ -24,10 +24,11 @@ def shrink_bundle(
 ) -> list[Result]:
     """Shrink every failed case of a report bundle. Each case is rebuilt from its record
     as :mod:`pytest_xtc.report.replay` does (the suite, the run's case files, ``cases``;
-    an explored one regenerated from its id) and shrunk on its target with the run's base
+    an explored or fuzz one regenerated from its id) and shrunk on its target with the run's base
     seed and adapter options. A case that cannot be rebuilt gets a Result saying why."""
     report, records, _ = bundle.read(Path(bundle_dir))
-    replay = Replay(report, cases or (), rebuild=explore.rebuild)
+    replay = Replay(report, cases or (), rebuild=lambda case_id, known, seed: (
+        explore.rebuild(case_id, known, seed) or fuzz.rebuild(case_id)))
     return [_shrink_record(replay, record, Path(out_dir), budget or Budget(), settings)
             for record in records if record.status == Status.FAILED.value]
 

@@ -50,3 +50,13 @@ def test_the_drawer_is_the_interface() -> None:
 
     assert fuzz.cases(1, 0, drawer)[0].id != base.id
     assert fuzz.cases(1, 0, drawer)[0].id == fuzz.draw(1, 0).id
+
+
+def test_a_fuzz_case_is_rebuilt_from_its_id_alone() -> None:
+    case = fuzz.draw(3, 5)
+    again = fuzz.rebuild(case.id)
+    assert again is not None and again.id == case.id
+    assert graphs.canonical(again.graph) == graphs.canonical(case.graph)
+    assert again.schedule == case.schedule and again.align == case.align
+    assert fuzz.rebuild("matmul-float32-13x11x7-none") is None
+    assert fuzz.rebuild(case.id.replace("-5-", "-6-", 1)) is None  # not what index 6 draws
