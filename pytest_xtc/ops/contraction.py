@@ -34,6 +34,14 @@ FLOAT64_U = 2.0**-53
 FLOAT64_TINY = 2.0**-1074  # the smallest float64 subnormal: 2 eta_64
 
 
+def scaled(factor: float, magnitude: np.ndarray) -> np.ndarray:
+    """``factor * magnitude``, 0 where the magnitude is 0: every product there is exactly
+    0, whatever the factor (an infinite gamma_K, K u >= 1, times 0 was NaN, a bound no
+    result meets)."""
+    with np.errstate(invalid="ignore"):
+        return np.where(magnitude == 0, 0.0, factor * magnitude)
+
+
 def gamma(k: int, u: float) -> float:
     """Higham's gamma_k = k u / (1 - k u)."""
     if k * u >= 1:
@@ -57,7 +65,7 @@ class Contraction(Op):
         if u:
             mag_a = abs_a if ea is None else abs_a + ea
             mag_b = abs_b if eb is None else abs_b + eb
-            total = self.rounding(k, u) * self.forward([mag_a, mag_b], attrs)
+            total = scaled(self.rounding(k, u), self.forward([mag_a, mag_b], attrs))
         terms = []
         if ea is not None:
             terms.append(self.forward([ea, abs_b], attrs))
@@ -67,6 +75,8 @@ class Contraction(Op):
             terms.append(self.forward([ea, eb], attrs))
         for term in terms:
             total = term if total is None else total + term
+        if terms and total is not None:  # an infinite error met a zero factor: no bound
+            total = np.where(np.isnan(total), np.inf, total)
         return total
 
     def rounding(self, k: int, u: float) -> float:
@@ -126,7 +136,7 @@ class Contraction(Op):
         special = nan | positive | negative
         # a finite product may overflow, or not inside an FMA: +-Inf or NaN then depend on
         # the compiler's choices (NaN from NaN factors, 0 x Inf or Inf - Inf does not)
-        overflow = ~nan & (magnitude * (1 + self.rounding(k, u))
+        overflow = ~nan & (scaled(1 + self.rounding(k, u), magnitude)
                            > float(np.finfo(dtype).max))
         spread = self.spread(free, [a.shape, b.shape], attrs)
         loose = overflow if spread is None else overflow | spread

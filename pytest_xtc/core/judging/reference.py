@@ -34,7 +34,7 @@ import numpy as np
 
 from pytest_xtc.core.cases import graphs
 from pytest_xtc.core.cases.graphs import GraphDict
-from pytest_xtc.ops.contraction import DEFAULT_C, Contraction, gamma
+from pytest_xtc.ops.contraction import DEFAULT_C, Contraction, gamma, scaled
 from pytest_xtc.ops.spec import Bound
 
 UNIT_ROUNDOFF = {"float16": 2.0**-11, "float32": 2.0**-24, "float64": 2.0**-53}
@@ -131,7 +131,7 @@ def evaluate(
                 bounds[uid] = op.bound(args, errs, attrs, 0.0)
         elif isinstance(op, Contraction) and u and all(e is None for e in errs):
             magnitude = op.magnitude(args, attrs)  # computed once: bound and statistic
-            bounds[uid] = op.rounding(k, u) * magnitude + op.underflow(k, u, dtype)
+            bounds[uid] = scaled(op.rounding(k, u), magnitude) + op.underflow(k, u, dtype)
             if uid in out:
                 magnitudes[uid] = Sample(magnitude, k)
         else:

@@ -136,3 +136,22 @@ def test_a_two_matmul_chain_in_float64_subnormals_keeps_its_propagated_bound() -
         for dot in KERNELS.values():
             (out,) = kernel(graph, [x, w1, w2], dot)
             assert checking.compare(["Y"], [out], evaluate(case, [x, w1, w2])).ok, seed
+
+
+def test_an_infinite_gamma_times_a_zero_magnitude_is_a_zero_bound_not_nan() -> None:
+    """K u >= 1 (here a case file's c of 1e8) makes gamma_K infinite: no bound. Where
+    |A||B| is 0, inf x 0 was NaN, a bound no result meets: a right 0 failed."""
+    graph, _ = FAMILIES["matmul"](3, 2, 7, "float32")
+    rng = np.random.default_rng(0)
+    a = rng.uniform(-1, 1, (3, 7)).astype(np.float32)
+    b = rng.uniform(-1, 1, (7, 2)).astype(np.float32)
+    a[0] = 0
+    for ieee in (False, True):
+        ref = reference.evaluate(graph, [a, b], c=1e8, ieee=ieee)
+        assert not np.isnan(ref.bounds[0]).any()
+        assert checking.compare(["C"], [a @ b], ref).ok
+    mlp, _ = FAMILIES["mlp"](2, 7, 3, 2, "float32")  # the infinite bound passed on
+    w2 = rng.uniform(-1, 1, (3, 2)).astype(np.float32)
+    w2[:, 0] = 0
+    ref = reference.evaluate(mlp, [a[:2], b[:, :1].repeat(3, 1), w2], c=1e8)
+    assert not np.isnan(ref.bounds[0]).any()
