@@ -9,7 +9,8 @@ it (README, "When is a result right"):
   dtype, times the case's factor ``c`` (1 by default: an error above it is a defect), and
   an absolute term for products that underflow (``Contraction.underflow``, never 0).
   Where a partial sum may exceed the dtype's range (``max|A| max|B| K``, even from inputs
-  below sqrt(max)), the IEEE rule below decides.
+  below sqrt(max)), the IEEE rule below decides. A node's floating constants (a pad's
+  ``constant_value``) are taken as the dtype holds them.
 * Exact inputs (small integers) make every product and partial sum representable: the
   bound is zero, bit for bit, as long as every ``|A||B|`` stays below ``2^p`` (p: the
   dtype's mantissa bits). A deeper graph whose integers outgrow that gets the rounding
@@ -35,7 +36,7 @@ import numpy as np
 from pytest_xtc.core.cases import graphs
 from pytest_xtc.core.cases.graphs import GraphDict
 from pytest_xtc.ops.contraction import DEFAULT_C, Contraction, gamma, scaled
-from pytest_xtc.ops.spec import Bound
+from pytest_xtc.ops.spec import Attrs, Bound
 
 UNIT_ROUNDOFF = {"float16": 2.0**-11, "float32": 2.0**-24, "float64": 2.0**-53}
 
@@ -108,7 +109,7 @@ def evaluate(
             np.asarray(array, dtype=np.float64), None, None, True)
     reductions: dict[str, int] = {}
     for node in graphs.nodes(graph):
-        op, attrs, uid = node.op, node.attrs, node.uid
+        op, attrs, uid = node.op, _in_dtype(node.attrs, dtype), node.uid
         args = [values[a] for a in node.args]
         errs = [bounds[a] for a in node.args]
         k = op.reduction([a.shape for a in args], attrs)
@@ -157,6 +158,17 @@ def _special(array: np.ndarray) -> bool:
     if not np.isfinite(magnitude).all() or magnitude.max() >= np.sqrt(info.max):
         return True
     return bool(((magnitude > 0) & (magnitude < info.tiny)).any())
+
+
+def _in_dtype(attrs: Attrs, dtype: str) -> Attrs:
+    """The node's floating constants (a pad's ``constant_value``...) as the target holds
+    them: rounded to the graph's dtype (0.1 is not a float32; 1e39 is +Inf in float32).
+    Kept in float64, a pad of 0.1 feeding a float32 matmul failed right kernels."""
+    if not any(isinstance(v, float) for v in attrs.values()):
+        return attrs
+    with np.errstate(over="ignore", under="ignore"):
+        return {k: float(np.asarray(v, dtype)) if isinstance(v, float) else v
+                for k, v in attrs.items()}
 
 
 def _may_overflow(op: Contraction, args: Sequence[np.ndarray], k: int, u: float,

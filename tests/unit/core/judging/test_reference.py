@@ -19,6 +19,7 @@ from pytest_xtc.core.cases import graphs, values
 from pytest_xtc.core.judging import checking, reference
 from pytest_xtc.core.judging.checks.base import evaluate
 from pytest_xtc.ops import matmul
+from pytest_xtc.ops.builder import GraphBuilder, GraphDict
 from pytest_xtc.ops.contraction import FLOAT64_TINY, Contraction
 from tests.support.exact_kernels import Pairs, correctly_rounded, kernel, sequential_fma
 
@@ -155,3 +156,29 @@ def test_an_infinite_gamma_times_a_zero_magnitude_is_a_zero_bound_not_nan() -> N
     w2[:, 0] = 0
     ref = reference.evaluate(mlp, [a[:2], b[:, :1].repeat(3, 1), w2], c=1e8)
     assert not np.isnan(ref.bounds[0]).any()
+
+
+def _pad_matmul(constant: float) -> GraphDict:
+    g = GraphBuilder("pad_matmul")
+    x, b = g.tensor("X", (2, 1), "float32"), g.tensor("B", (1, 64), "float32")
+    padded = g.node("pad", "P", [x], padding={0: [1, 0]}, constant_value=constant)
+    return g.output(g.node("matmul", "C", [padded, b]))
+
+
+@pytest.mark.parametrize("constant", [0.1, 1e39, 1e-46, -3.0])
+def test_a_pad_constant_is_judged_as_the_dtype_holds_it(constant: float) -> None:
+    """0.1 is no float32 (kept in float64, a right K = 1 matmul after it failed 20 seeds
+    of 20, by 1.2 bounds), 1e39 is +Inf in float32, 1e-46 is 0."""
+    graph = _pad_matmul(constant)
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        x = rng.uniform(-1, 1, (2, 1)).astype(np.float32)
+        b = rng.uniform(-1, 1, (1, 64)).astype(np.float32)
+        with np.errstate(over="ignore", invalid="ignore"):
+            held = np.asarray(constant, np.float32)
+            right = np.pad(x, [(1, 0), (0, 0)], constant_values=held) @ b
+            wrong = np.pad(x, [(1, 0), (0, 0)], constant_values=held * 2) @ b
+        ref = reference.evaluate(graph, [x, b])
+        assert checking.compare(["C"], [right], ref).ok
+        if held != 0 and np.isfinite(held):
+            assert not checking.compare(["C"], [wrong], ref).ok
