@@ -7,8 +7,9 @@ what the catalog's hand list never varies: graph topologies (a chain, a value re
 nodes, two outputs, an output that also feeds a node, outputs declared in either order),
 asymmetric shapes (1 to 19 a dimension, conv2d strides and windows per axis), dtypes,
 schedules of the contraction (tiles of any loop with any factor, interchanges, unroll,
-vectorize), every input class the case format has (uniform, small integers, IEEE special
-values...) and every placement of the operands' data (aligned, off by an element, odd).
+vectorize, parallel outer loops, packs of either operand), every input class the case
+format has (uniform, small integers, IEEE special values...) and every placement of the
+operands' data (aligned, off by an element, odd).
 It is written against the op registry and the case format only, so a declarative model
 of every dimension can replace :data:`TOPOLOGIES` and the draws below without changing
 its callers.
@@ -96,31 +97,51 @@ TOPOLOGIES: dict[str, Topology] = {
 }
 
 
-def _schedule(rng: random.Random, graph: GraphDict) -> Schedule:
-    """A random schedule of node C's loops (matmul: i, j, k), or none."""
+#: Per contraction, the loops a parallel schedule may take (never a reduction: XTC's
+#: ``parallelize`` does not check, and a parallel reduction races) and the loop order.
+PARALLEL = {"matmul": ("i", "j"), "conv2d": ("b", "h", "w", "f")}
+
+
+def _loop_sizes(graph: GraphDict) -> tuple[str, dict[str, int]]:
+    """Node C's op and its loops' sizes, in XTC's loop order."""
     node = next(n for n in graphs.nodes(graph) if n.name == "C")
-    if node.op.name != "matmul" or rng.random() < 0.3:
+    known = graphs.operands(graph)
+    out = known[node.uid].shape
+    second = known[node.args[1]].shape
+    if node.op.name == "matmul":
+        return "matmul", {"i": out[0], "j": out[1], "k": known[node.args[0]].shape[1]}
+    b, h, w, f = out
+    return "conv2d", {"b": b, "h": h, "w": w, "f": f, "r": second[0], "s": second[1],
+                      "c": second[2]}
+
+
+def _schedule(rng: random.Random, graph: GraphDict) -> Schedule:
+    """A random schedule of node C's loops, or none: tiles of any loop (reductions too)
+    with factors that do or do not divide it, then maybe an interchange with unroll or
+    vectorize of the innermost, a parallel outer loop, or a pack of either operand."""
+    if rng.random() < 0.3:
         return Schedule()
+    op, sizes = _loop_sizes(graph)
     steps: list[dict[str, Any]] = []
-    order = ["i", "j", "k"]
-    sizes = dict(zip("ikj", (*graphs.inputs(graph)[0].shape, graphs.inputs(graph)[1].shape[1]),
-                     strict=True))
-    for loop in rng.sample(order, rng.randrange(1, 4)):
+    order, tiled = list(sizes), []
+    for loop in rng.sample(list(sizes), rng.randrange(1, 4)):
         factor = rng.choice((2, 3, 4, 8, 16))
         if factor < sizes[loop]:
             steps.append({"tile": [loop, {f"{loop}1": factor}]})
-            order.append(f"{loop}1")
-    inner = order[3:]
-    if inner and rng.random() < 0.5:
-        head = order[:3]
-        rng.shuffle(head)
-        order = head + inner
-        steps.append({"interchange": [order]})
-        last = order[-1]
+            tiled.append(f"{loop}1")
+    if tiled and rng.random() < 0.5:
+        rng.shuffle(order)
+        steps.append({"interchange": [order + tiled]})
+        last = tiled[-1]
         if rng.random() < 0.5:
             steps.append({"unroll": [{last: 2}]})
-        elif last.startswith("j") and rng.random() < 0.5:
+        elif last[:-1] == PARALLEL[op][-1] and rng.random() < 0.5:
             steps.append({"vectorize": [[last]]})
+    chance = rng.random()
+    if chance < 0.2 and order[0] in PARALLEL[op]:
+        steps.append({"parallelize": [[order[0]]]})
+    elif chance < 0.4 and tiled:
+        steps.append({"pack_at": [rng.choice(tiled), rng.randrange(2)]})
     if not steps:
         return Schedule()
     return Schedule.from_data("sched", steps, node="C")

@@ -29,7 +29,7 @@ def test_draws_cover_topologies_orders_dtypes_values_and_schedules() -> None:
     assert {c.align for c in drawn} == set(ALIGNMENTS) >= {"aligned", "odd"}
     assert {c.schedule.name for c in drawn} == {"none", "sched"}
     assert {p for c in drawn for step in c.schedule.steps for p in [step[0]]} >= {
-        "tile", "interchange", "unroll", "vectorize"}
+        "tile", "interchange", "unroll", "vectorize", "parallelize", "pack_at"}
     ops = {op for c in drawn for op in c.ops}
     assert ops >= {"matmul", "conv2d", "relu", "pad"}
     orders = set()
