@@ -12,15 +12,19 @@ from pytest_xtc.conformance import builtin_cases
 from pytest_xtc.selftest import fuzzing
 
 
-def test_the_catalog_cannot_see_the_fault_and_fuzzing_finds_it(tmp_path: Path) -> None:
-    assert fuzzing.catalog_blind(builtin_cases()) == []
-    found = fuzzing.find(0, 10, tmp_path)
-    assert found.case and found.host_passed
-    assert "exceed the bound" in found.cause or "out of bounds" in found.cause
-    result = fuzzing.shrunk(found, tmp_path, attempts=15)
-    assert result.reproduced and result.file is not None and result.file.is_file()
-    data = yaml.safe_load(result.file.read_text())
-    assert "fuzz" in result.file.name and data
+def test_the_catalog_cannot_see_the_fault_and_fuzzing_finds_and_shrinks_it(
+        tmp_path: Path) -> None:
+    lines: list[str] = []
+    assert fuzzing.run(tmp_path, lines.append, count=3)
+    blind, found, shrunk = lines
+    every = len(builtin_cases())
+    assert f"the catalog's {every} graphs compile to the host's own functions in {every} (" \
+        in blind
+    assert "fuzzing (seed 0) REJECTED it at case 1" in found
+    assert "exceed the bound" in found or "out of bounds" in found
+    file = Path(shrunk.rsplit(": ", 1)[1])
+    data = yaml.safe_load(file.read_text())  # the shrunk case file, both outputs kept
+    assert len(data["outputs"]) == 2 and len(data["nodes"]) == 2
 
 
 def test_a_fault_the_catalog_sees_is_not_counted_blind() -> None:
