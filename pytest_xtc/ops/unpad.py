@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import ClassVar
 
 import numpy as np
 
-from pytest_xtc.ops.pad import label
+from pytest_xtc.ops.pad import PADDING_FORMS, label, spelled
 from pytest_xtc.ops.spec import Attr, Attrs, Op, Shape, padding
 
 
@@ -14,6 +15,7 @@ class Unpad(Op):
     name = "unpad"
     attrs = (Attr("padding", padding, doc="an integer, [before, after], a list or "
                   "{axis: width}"),)
+    forms: ClassVar[Mapping[str, tuple[str, ...]]] = {"padding": PADDING_FORMS}
 
     def shape(self, shapes: Sequence[Shape], attrs: Attrs) -> Shape:
         out = list(shapes[0])
@@ -38,10 +40,13 @@ OP = Unpad()
 
 
 def family(shape: list[int], padding: dict[int, list[int]], dtype: str = "float32",
-           ) -> tuple[dict, str]:
-    """Catalog family ``unpad``: {shape, padding}."""
+           padding_form: str = "mapping") -> tuple[dict, str]:
+    """Catalog family ``unpad``: {shape, padding, padding_form} (pad's spellings)."""
+    from pytest_xtc.ops import spec
     from pytest_xtc.ops.builder import GraphBuilder
 
+    given = spelled(padding, len(shape), padding_form)
     g = GraphBuilder("unpad")
-    y = g.node("unpad", "Y", [g.tensor("X", shape, dtype)], padding=padding)
-    return g.output(y), label(shape, padding)
+    y = g.node("unpad", "Y", [g.tensor("X", shape, dtype)], padding=given)
+    form = "" if padding_form == "mapping" else f"-{padding_form}"
+    return g.output(y), label(shape, spec.padding(given, len(shape))) + form
