@@ -19,10 +19,10 @@ from pytest_xtc.ops.spec import (
     value_label,
 )
 
-#: XTC's spellings of ``padding`` (its op factory): an integer (every axis, both sides),
-#: [before, after] (every axis), a list of per-axis widths (the last axes), a mapping
-#: {axis: [before, after]}, its axes counted from the end.
-PADDING_FORMS = ("int", "pair", "list", "mapping", "negative_axes")
+#: XTC's spellings of ``padding`` (its op factory): a mapping {axis: [before, after]} (its
+#: graph dump's), an integer (every axis, both sides), [before, after] (every axis), a
+#: list of per-axis widths (the last axes), a mapping with axes counted from the end.
+PADDING_FORMS = ("mapping", "int", "pair", "list", "negative_axes")
 
 
 class Pad(Op):

@@ -26,7 +26,7 @@ from pytest_xtc.ops.spec import (
 )
 
 #: XTC's spellings of pad2d's ``padding``, by name (:func:`spelled`).
-PADDING_FORMS = ("int", "one", "pair", "pairs", "sides", "mapping", "negative_axes")
+PADDING_FORMS = ("mapping", "int", "one", "pair", "pairs", "sides", "negative_axes")
 #: ``axes``: absent (-3, -2), written out from 0, written from the end.
 AXES_FORMS = ("default", "explicit", "negative")
 
