@@ -244,7 +244,8 @@ def cover_rows(spec: Mapping[str, Any], model: Mapping[str, Sequence[Any]] | Non
     added = {k: [_hashable(x) for x in v] for k, v in (model or {}).items() if k not in values}
     values |= added
     rules = [Rule.parse(r, list(values)) for r in spec.get("rules", ())]
-    include = [{**{k: v[0] for k, v in added.items()}, **{k: _hashable(v) for k, v in row.items()}}
+    first = {k: values[k][0] for k in (model or {})}
+    include = [{**first, **{k: _hashable(v) for k, v in row.items()}}
                for row in spec.get("include", ())]
     for row in include:
         if set(row) != set(values) or any(row[k] not in values[k] for k in values):
