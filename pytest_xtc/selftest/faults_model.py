@@ -4,7 +4,7 @@ constant's IEEE class, axes counted from the end), graph shapes (a value read by
 nodes), value distributions (a wide dynamic range), index widths (a float32 counter past
 2^24), call-to-call variation (operands moved after the first call), schedule
 primitives on every operand (pack_at of the first input), and special values under every
-algorithmic shape (a stride-1 convolution). Each runs real XTC kernels; the catalog
+algorithmic shape (a convolution of stride 1 along W). Each runs real XTC kernels; the catalog
 alone must reject every one."""
 
 from __future__ import annotations
@@ -154,19 +154,20 @@ class PackFirstInputMisread(HostTarget):
         return result
 
 
-def _first_stride(node: dict) -> int:
+def _stride_w(node: dict) -> int:
     stride = (node["expr"]["op"].get("attrs") or {}).get("stride", 1)
-    return int(stride if isinstance(stride, int) else stride[0])
+    return int(stride if isinstance(stride, int) else stride[-1])
 
 
 class StrideOneConvSpecials(Knowing):
-    """A stride-1 convolution runs a fast algorithm whose transforms subtract infinities:
-    where its inputs hold an Inf, every infinite result comes out NaN (stride 2 is right)."""
+    """A convolution sliding one pixel at a time along W runs a fast algorithm whose
+    transforms subtract infinities: where its inputs hold an Inf, every infinite result
+    comes out NaN (strided along W it is right)."""
 
     def compile(self, case: Case, workdir: Path) -> Artifact:
         artifact = super().compile(case, workdir)
         artifact.stride_one = any(  # type: ignore[attr-defined]
-            n["expr"]["op"]["name"] == "conv2d" and _first_stride(n) == 1
+            n["expr"]["op"]["name"] == "conv2d" and _stride_w(n) == 1
             for n in case.graph["nodes"])
         return artifact
 

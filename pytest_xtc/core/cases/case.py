@@ -40,7 +40,14 @@ from pytest_xtc.core.cases.schedule import (  # re-exported: where 0.3 code find
     Schedule,
     bind_step,
 )
-from pytest_xtc.core.cases.values import large_array, reached, roles, special_array, wide_array
+from pytest_xtc.core.cases.values import (
+    contraction_depth,
+    large_array,
+    reached,
+    roles,
+    special_array,
+    wide_array,
+)
 from pytest_xtc.core.limits import DEFAULT_MAX_CASE_BYTES
 from pytest_xtc.ops.contraction import DEFAULT_C
 
@@ -121,6 +128,7 @@ class Case:
         rng = np.random.default_rng(seed)
         arrays = []
         role = roles(self.graph) if self.values == "special" else {}
+        depth = contraction_depth(self.graph) if self.values == "large" else 1
         for operand in graphs.inputs(self.graph):
             drawn: np.ndarray
             if self.values == "exact":
@@ -128,7 +136,7 @@ class Case:
             elif self.values == "wide":
                 drawn = wide_array(operand.shape, rng)
             elif self.values == "large":
-                drawn = large_array(operand.shape, operand.dtype, rng)
+                drawn = large_array(operand.shape, operand.dtype, rng, depth)
             elif self.values == "special":
                 drawn = special_array(operand.shape, operand.dtype, rng,
                                       role.get(operand.uid, ""),

@@ -182,8 +182,9 @@ def reached(graph: dict, uid: str) -> np.ndarray | None:
     known: dict[str, np.ndarray] = {o.uid: np.zeros(o.shape) for o in graphs.inputs(graph)}
     count = known[uid].size
     known[uid] = np.arange(1.0, count + 1).reshape(known[uid].shape)
-    for node in steps:
-        known[node.uid] = node.op.forward([known[a] for a in node.args], node.attrs)
+    for node in steps:  # padding constants as 0: only the input's elements are counted
+        known[node.uid] = node.op.forward([known[a] for a in node.args],
+                                          node.op.error_attrs(node.attrs))
     mask = np.zeros(count, bool)
     for out in graph["outputs"]:
         seen = known[out["uid"]].reshape(-1)
@@ -199,10 +200,25 @@ def wide_array(shape: Sequence[int], rng: np.random.Generator) -> np.ndarray:
     return np.sign(rng.uniform(-1.0, 1.0, size)) * 10.0 ** rng.uniform(-3.0, 3.0, size)
 
 
-def large_array(shape: Sequence[int], dtype: str, rng: np.random.Generator) -> np.ndarray:
-    """Uniform in [-1, 1) times 2^e, e half the dtype's largest exponent less 9: a product
-    of two is below max / 2^18, so a sum of 2^16 of them stays finite, while a kernel that
-    scales, squares or transforms them (a float32 intermediate for float64, a Winograd
-    transform) overflows or loses them."""
-    scale = np.ldexp(1.0, int(np.finfo(dtype).maxexp) // 2 - 9)
-    return rng.uniform(-1.0, 1.0, size=tuple(shape)) * scale
+def large_array(shape: Sequence[int], dtype: str, rng: np.random.Generator,
+                depth: int = 1) -> np.ndarray:
+    """Uniform in [-1, 1) times 2^e, e the dtype's largest exponent over 2^depth, less 9
+    (``depth``: the most contractions one value of the graph goes through,
+    :func:`contraction_depth`): a product of two is below max / 2^18, so a sum of 2^16
+    of them stays finite, and so on through every contraction of the graph, while a
+    kernel that scales, squares or transforms them (a float32 intermediate for float64, a
+    Winograd transform) overflows or loses them."""
+    exponent = int(np.finfo(dtype).maxexp) // (1 << max(depth, 1)) - 9
+    return rng.uniform(-1.0, 1.0, size=tuple(shape)) * np.ldexp(1.0, max(exponent, 0))
+
+
+def contraction_depth(graph: dict) -> int:
+    """The most contractions (matmul, conv2d) on one path from an input to an output."""
+    from pytest_xtc.core.cases import graphs
+    from pytest_xtc.ops.contraction import Contraction
+
+    depth: dict[str, int] = {o.uid: 0 for o in graphs.inputs(graph)}
+    for node in graphs.nodes(graph):
+        depth[node.uid] = max((depth.get(a, 0) for a in node.args), default=0) + int(
+            isinstance(node.op, Contraction))
+    return max(depth.values(), default=0)
