@@ -56,8 +56,9 @@ def taken(cases: Sequence[Case], catalog: dict[str, Any],
         dims = model.cover_dimensions(family)
         for params in spec.get("once") or ():
             for key, value in (params.items() if isinstance(params, dict) else ()):
-                if f"{key}_form" in dims:
-                    found.taken.setdefault(family, {}).setdefault(f"{key}_form", set()).add(value)
+                name = key if key.endswith("_form") else f"{key}_form"
+                if name in dims:
+                    found.taken.setdefault(family, {}).setdefault(name, set()).add(value)
     for case in cases:
         found.sizes[case.op] = max(found.sizes.get(case.op, 0), largest(case))
         for op, applied in scheduled_by(case).items():
