@@ -90,7 +90,7 @@ def _modelled(family: str, spec: Any, schedules: list[Schedule], dtypes: list[st
     have = set().union(*(model.applied(op, s.steps) for s in schedules if s.node is None))
     made = model.missing_schedules(op, have)
     cases = []
-    for at, (name, steps) in enumerate(made.items()):
+    for name, steps in made.items():
         graph, shape = _build(family, spec["model_shape"], dtypes[0])
         cases.append(Case(family, dtypes[0], shape, Schedule.from_data(name, steps), graph))
     return cases

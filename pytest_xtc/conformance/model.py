@@ -13,7 +13,7 @@ leaves out of the model (tests/unit/conformance/test_model.py).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_xtc import ops
@@ -216,7 +216,8 @@ def audit(covers: Mapping[str, Mapping[str, Mapping[Any, int]]],
             if name not in axes:
                 problems.append(f"{family}: dimension {name} is not a cover axis")
                 continue
-            seen = {v for v, n in axes[name].items() if n} | set(taken.get(family, {}).get(name, ()))
+            seen = {v for v, n in axes[name].items() if n}
+            seen |= set(taken.get(family, {}).get(name, ()))
             problems += [f"{family}: {name} never takes {v!r}" for v in wanted if v not in seen]
         for name, size in size_classes(family).items():
             if sizes.get(family, 0) <= size:
@@ -226,6 +227,3 @@ def audit(covers: Mapping[str, Mapping[str, Mapping[Any, int]]],
                      for t in sorted(schedule_targets(op) - scheduled.get(op, set()))]
     return problems
 
-
-def names(items: Iterable[Any]) -> list[str]:
-    return sorted(str(i) for i in items)

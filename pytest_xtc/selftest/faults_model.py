@@ -43,8 +43,8 @@ class PadConstantClassLost(HostTarget):
         def change(node: dict, graph: dict) -> None:
             attrs = node["expr"]["op"].get("attrs") or {}
             value = attrs.get("constant_value")
-            if isinstance(value, float) and (not math.isfinite(value) or math.copysign(
-                    1.0, value) < 0 and value == 0 or 0 < abs(value) < 1e-37):
+            if isinstance(value, float) and (not math.isfinite(value) or (math.copysign(
+                    1.0, value) < 0 and value == 0) or 0 < abs(value) < 1e-37):
                 attrs["constant_value"] = 0.0
 
         return super().compile(_rewritten(case, change), workdir)
