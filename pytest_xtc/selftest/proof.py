@@ -56,7 +56,7 @@ DIMENSIONS = (
 #: dynamic range in one reduction, operands moved after the first call, pack_at of the
 #: first input, special values in a convolution of stride 1 along W.
 MODEL = (
-    "pad-float32-1x7-pad0:3-0_1:1-3-vnan-tile-wide", "pad2d-float32-2x8x3x3-pad1-vinf-int-none",
+    "pad-float32-5x7-pad0:1-2_1:0-3-vnan-tile", "pad2d-float32-2x8x3x3-pad1-vinf-int-none",
     "pad-float32-5x17-pad0:1-2_1:1-0-v-2.5-negative_axes-tile-element-offset",
     "graph-float32-matmul-relu-fan_out-3x3-none",
     "matmul-float32-16x16x29-descript-wide-odd_then_aligned-offset",
