@@ -88,7 +88,8 @@ def test_coverage_shows_the_new_dimensions() -> None:
     assert conv.complete
     assert {"tile_k", "split_k", "strip_mine_k"} <= set(table["matmul"].values["schedule"])
     assert {"tile_c", "tile_rs"} <= set(conv.values["schedule"])
-    assert set(table["pad2d"].values) >= {"top", "bottom", "left", "right", "value", "align"}
+    assert set(table["pad2d"].values) >= {"top", "bottom", "left", "right",
+                                          "constant_value_form", "align"}
     lines = "\n".join(conv.lines())
     assert "pad_left" in lines and "align" in lines
     assert "one loop past 2^16 iterations per case: " in lines and len(conv.loops) == 7
