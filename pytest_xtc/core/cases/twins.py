@@ -119,10 +119,11 @@ def pair(cases: Sequence[Case], also: Sequence[str] = ()) -> list[Case]:
                 join(n, partner)
         for n in alone:  # a source if one has another graph, else a twin made a source
             others = [m for m in members if m != n and graphs[m] != graphs[n]]
-            free = next((m for m in others if found[m].twin is None and m not in alone), None)
-            if free is None:
-                free = turn(others[0]) if others[0] in first_of else others[0]
-            join(n, free)
+            partner = next((m for m in others if found[m].twin is None and m not in alone),
+                           None)
+            if partner is None:
+                partner = turn(others[0]) if others[0] in first_of else others[0]
+            join(n, partner)
     families: dict[str, list[int]] = defaultdict(list)
     for n, case in enumerate(cases):
         families[case.op].append(n)
