@@ -48,7 +48,7 @@ DIMENSIONS = (
     "matmul-float32-31x17x13-unroll_k", "conv2d-float32-1x7x8x17-5x3x8-s1-p0-2_1-0-tile_c",
     "conv2d-float32-1x10x1x3-3x1x5-s3x2-p1-1_0-0-split",
     "conv2d-float32-1x8x8x3-3x3x4-s2-p0-1_0-1-none", "pad2d-float32-1x5x6x3-pad1-0_0-1-none",
-    "pad2d-float64-2x5x3x1-pad1-none", "matmul-float32-1x1x8-vectorize",
+    "pad2d-float64-1x8x8x3-pad2-none", "matmul-float32-1x1x8-vectorize",
     "matmul-float32-16x37x8-tile_ijk-odd-offset", "matmul-float32-64x3x29-unroll-odd-offset",
 )
 #: The model's dimensions (issue 52), one case each: a pad constant of an IEEE class
