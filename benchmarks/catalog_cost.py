@@ -1,6 +1,7 @@
 """The catalog's cost: the host conformance suite with ``-n 2`` on an old catalog (a git
 ref, its own code: a temporary worktree) and on this tree's, alternating order each round,
-side by side in one run. Goal (issue 33): the new catalog at most 1.25 times the old.
+side by side in one run, then a table of both (median, cases, verdicts, time a case).
+Goal (issues 33, 52): the new catalog at most 1.25 times the old.
 A third variant, "old catalog, this code" (the old ref's ``pytest_xtc/conformance``, its
 catalog and the code expanding it, in a copy of this tree), separates the catalog's own
 growth (new / it) from the code's (it / old: the pristine worker per case of issue 34
@@ -65,12 +66,13 @@ def main() -> None:
             for tree in trees.values():  # each tree's bytecode, as an installed package has
                 _compiled(tree)
             times: dict[str, list[float]] = {name: [] for name in trees}
+            said: dict[str, str] = {}
             for n in range(args.rounds):
                 order = list(trees) if n % 2 == 0 else list(reversed(trees))
                 for name in order:
-                    elapsed, said = timed(trees[name], args.workers, args.shard)
+                    elapsed, said[name] = timed(trees[name], args.workers, args.shard)
                     times[name].append(elapsed)
-                    print(f"round {n + 1} {name}: {elapsed:7.1f} s  ({said})", flush=True)
+                    print(f"round {n + 1} {name}: {elapsed:7.1f} s  ({said[name]})", flush=True)
         finally:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(old)],
                            capture_output=True)
@@ -81,6 +83,24 @@ def main() -> None:
     print(f"the catalog alone (this code, the old catalog {mixed:.1f} s): ratio "
           f"{after / mixed:.2f}; the code alone (the old catalog, this code / old): "
           f"{mixed / before:.2f}")
+    side_by_side(times, said)
+
+
+def side_by_side(times: dict[str, list[float]], said: dict[str, str]) -> None:
+    """Old and new, one row each: the median, the cases and their verdicts (the last
+    round's pytest summary), the time a case."""
+    rows = [("suite", "median s", "cases", "s/case", "verdicts (last round)")]
+    for name, spent in times.items():
+        counts = {k: int(v) for v, k in re.findall(r"(\d+) (passed|failed|skipped|xfailed|"
+                                                    r"error|errors)", said.get(name, ""))}
+        cases = sum(counts.values())
+        median = statistics.median(spent)
+        verdicts = ", ".join(f"{v} {k}" for k, v in counts.items())
+        rows.append((name, f"{median:.1f}", str(cases),
+                     f"{median / cases:.3f}" if cases else "-", verdicts))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
 
 
 MIXED = "old catalog, this code"

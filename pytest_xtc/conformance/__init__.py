@@ -7,7 +7,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from pytest_xtc.conformance import coverage
+from pytest_xtc.conformance import audit, coverage, model
 from pytest_xtc.conformance.families import FAMILIES
 from pytest_xtc.core.cases import twins
 from pytest_xtc.core.cases.case import Case, Schedule
@@ -16,7 +16,7 @@ from pytest_xtc.core.cases.unique_keys import load_yaml
 CATALOG = Path(__file__).with_name("catalog.yaml")
 #: What a family of the catalog may hold (a key misspelt would drop its cases silently).
 FAMILY_KEYS = ("schedules", "shapes", "shapes_dtype", "cover", "cover_schedules", "exact",
-               "special", "large", "wide", "loops", "twins")
+               "special", "large", "wide", "loops", "twins", "once", "huge", "model_shape")
 SUITE_MODULE = Path(__file__).with_name("test_conformance.py")
 
 
@@ -65,7 +65,35 @@ def builtin_cases() -> tuple[Case, ...]:
                 graph, shape = _build(family, params, catalog["dtypes"][0])
                 cases += [Case(family, catalog["dtypes"][0], shape, s, graph)
                           for s in schedules[:2]]
+        cases += _once(family, spec, schedules[0], catalog["dtypes"])
+        cases += _modelled(family, spec, [*schedules, *extra], catalog["dtypes"])
     return tuple(twins.pair(cases, also=twins.LEFT_OUT[1:]))
+
+
+def _once(family: str, spec: Any, schedule: Schedule, dtypes: list[str]) -> list[Case]:
+    """``once`` (values the cover leaves out: each in one case, the first dtype) and
+    ``huge`` (past 2^24 elements: the dtype turning) with the first schedule."""
+    cases = []
+    for at, params in enumerate([*spec.get("once", ()), *spec.get("huge", ())]):
+        dtype = dtypes[0] if at < len(spec.get("once", ())) else dtypes[at % len(dtypes)]
+        graph, shape = _build(family, params, dtype)
+        cases.append(Case(family, dtype, shape, schedule, graph))
+    return cases
+
+
+def _modelled(family: str, spec: Any, schedules: list[Schedule], dtypes: list[str]) -> list[Case]:
+    """The model's schedules the family's own leave out (model.missing_schedules), each
+    once on its ``model_shape``, in the first dtype."""
+    op = model.op_of(family)
+    if op is None or "model_shape" not in spec:
+        return []
+    have = set().union(*(model.applied(op, s.steps) for s in schedules if s.node is None))
+    made = model.missing_schedules(op, have)
+    cases = []
+    for name, steps in made.items():
+        graph, shape = _build(family, spec["model_shape"], dtypes[0])
+        cases.append(Case(family, dtypes[0], shape, Schedule.from_data(name, steps), graph))
+    return cases
 
 
 def check_family_keys(family: str, spec: Any) -> None:
@@ -118,7 +146,7 @@ def _covered(family: str, spec: Any, schedules: dict[str, Schedule]) -> list[Cas
     """A family's all-pairs cases (its ``cover`` section), one per row."""
     if "cover" not in spec:
         return []
-    rows, _, _ = coverage.cover_rows(spec["cover"])
+    rows, _, _ = coverage.cover_rows(spec["cover"], model.cover_dimensions(family))
     cases = []
     for row in rows:
         params = coverage.build_arguments(spec["cover"], row)
@@ -127,7 +155,7 @@ def _covered(family: str, spec: Any, schedules: dict[str, Schedule]) -> list[Cas
                              f"not among {', '.join(schedules)}")
         graph, shape = _build(family, params, row["dtype"])
         cases.append(Case(family, row["dtype"], shape, schedules[row["schedule"]], graph,
-                          align=row.get("align", "aligned")))
+                          row.get("values", "random"), align=row.get("align", "aligned")))
     return cases
 
 
@@ -137,7 +165,15 @@ def coverage_table() -> dict[str, coverage.Coverage]:
     found = {}
     for family, spec in catalog["families"].items():
         if "cover" in spec:
-            rows, values, rules = coverage.cover_rows(spec["cover"])
+            rows, values, rules = coverage.cover_rows(spec["cover"],
+                                                      model.cover_dimensions(family))
             loops = tuple(_build(family, p, catalog["dtypes"][0])[1] for p in spec.get("loops", ()))
             found[family] = replace(coverage.measure(family, rows, values, rules), loops=loops)
     return found
+
+
+def model_taken() -> audit.Taken:
+    """What the built-in catalog takes of the model (conformance/model.py)."""
+    catalog = load_yaml(CATALOG.read_text(), str(CATALOG))
+    covers = {f: c.values for f, c in coverage_table().items()}
+    return audit.taken(builtin_cases(), catalog, covers)

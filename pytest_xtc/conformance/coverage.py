@@ -28,9 +28,10 @@ from pytest_xtc.core.cases.schedule import plain
 Row = dict[str, Any]
 Pair = tuple[tuple[str, Any], tuple[str, Any]]
 CANDIDATES = 12  # rows tried per row kept
-#: Parameters of every row that are not the family's arguments: the schedule, the dtype and
-#: where the runner puts the operands (``align``: core/execution/guard.py).
-RUNNER_PARAMETERS = ("schedule", "dtype", "align")
+#: Parameters of every row that are not the family's arguments: the schedule, the dtype,
+#: where the runner puts the operands (``align``: core/execution/guard.py) and the inputs'
+#: distribution (``values``).
+RUNNER_PARAMETERS = ("schedule", "dtype", "align", "values")
 _RULE = re.compile(r"^\s*(\w+)\s*(<=|>=|<|>|==|!=)\s*(\w+)(?:\s*//\s*(\d+))?\s*$")
 _OPS: dict[str, Callable[[Any, Any], bool]] = {
     "<=": lambda a, b: a <= b, ">=": lambda a, b: a >= b, "<": lambda a, b: a < b,
@@ -229,16 +230,23 @@ def build_arguments(spec: Mapping[str, Any], row: Row) -> dict[str, Any]:
     return {str(k): fill(v) for k, v in template.items()}
 
 
-def cover_rows(spec: Mapping[str, Any]) -> tuple[list[Row], dict[str, list[Any]], list[Rule]]:
+def cover_rows(spec: Mapping[str, Any], model: Mapping[str, Sequence[Any]] | None = None,
+               ) -> tuple[list[Row], dict[str, list[Any]], list[Rule]]:
     """A family's ``cover`` section: its rows (``same`` parameters copied in), values and
-    rules. Raises ValueError for a section it does not understand."""
+    rules. ``model``: dimensions added to the section's own (conformance/model.py), an
+    included row taking the first value of each it does not give. Raises ValueError for a
+    section it does not understand."""
     unknown = set(spec) - {"values", "rules", "same", "seed", "include", "build"}
     if unknown or not isinstance(spec.get("values"), Mapping):
         raise ValueError(f"coverage: a cover section takes values, rules, same, seed, "
                          f"include, build (got {sorted(spec)})")
     values = {str(k): [_hashable(x) for x in v] for k, v in spec["values"].items()}
+    added = {k: [_hashable(x) for x in v] for k, v in (model or {}).items() if k not in values}
+    values |= added
     rules = [Rule.parse(r, list(values)) for r in spec.get("rules", ())]
-    include = [{k: _hashable(v) for k, v in row.items()} for row in spec.get("include", ())]
+    first = {k: values[k][0] for k in (model or {})}
+    include = [{**first, **{k: _hashable(v) for k, v in row.items()}}
+               for row in spec.get("include", ())]
     for row in include:
         if set(row) != set(values) or any(row[k] not in values[k] for k in values):
             raise ValueError(f"coverage: included row {row} must give every parameter one "

@@ -31,6 +31,7 @@ class Conv2d(Contraction):
     arity = 2
     loops, reductions = ("b", "h", "w", "f", "r", "s", "c"), ("r", "s", "c")
     attrs = (Attr("stride", _stride, (1, 1), "an integer or [sh, sw]"),)
+    forms: ClassVar[Mapping[str, tuple[str, ...]]] = {"stride": ("pair", "int")}
     lacks: ClassVar[Mapping[str, str]] = {
         "groups": "XTC's conv2d has no grouped or depthwise form (XTC ignores groups= and "
                   "computes a full conv)"
@@ -88,14 +89,15 @@ def _strides(stride: Pair) -> tuple[int, int]:
 
 
 def _conv(g: Any, n: int, h: int, w: int, c: int, r: int, s: int, f: int, stride: Pair,
-          pad: Pair, dtype: str) -> Any:
+          pad: Pair, dtype: str, stride_form: str = "pair") -> Any:
     x = g.tensor("X", (n, h, w, c), dtype)
     top, bottom, left, right = _sides(pad)
     if top or bottom or left or right:
         x = g.node("pad2d", "P", [x], padding={1: [top, bottom], 2: [left, right]},
                    constant_value=0)
+    pair = list(_strides(stride))
     return g.node("conv2d", "O", [x, g.tensor("W", (r, s, c, f), dtype)],
-                  stride=list(_strides(stride)))
+                  stride=pair[0] if stride_form == "int" else pair)
 
 
 def label(n: int, h: int, w: int, c: int, r: int, s: int, f: int, stride: Pair,
@@ -111,13 +113,19 @@ def label(n: int, h: int, w: int, c: int, r: int, s: int, f: int, stride: Pair,
 
 
 def family(n: int, h: int, w: int, c: int, r: int, s: int, f: int, stride: Pair, pad: Pair,
-           dtype: str = "float32", relu: bool = False) -> tuple[dict, str]:
+           dtype: str = "float32", relu: bool = False, stride_form: str = "pair",
+           ) -> tuple[dict, str]:
     """Catalog family ``conv2d``: [n, h, w, c, r, s, f, stride, pad] (stride: an integer
-    or [sh, sw]; pad: a pad2d node before it, an integer or [top, bottom, left, right])."""
+    or [sh, sw]; pad: a pad2d node before it, an integer or [top, bottom, left, right]);
+    ``stride_form``: the stride written [sh, sw] (``pair``) or as one integer (``int``,
+    sh for both axes)."""
+    if stride_form == "int":
+        stride = _strides(stride)[0]
     from pytest_xtc.ops.builder import GraphBuilder
 
     g = GraphBuilder("conv2d_relu" if relu else "conv2d")
-    o = _conv(g, n, h, w, c, r, s, f, stride, pad, dtype)
+    o = _conv(g, n, h, w, c, r, s, f, stride, pad, dtype, stride_form)
     if relu:
         o = g.node("relu", "R", [o])
-    return g.output(o), label(n, h, w, c, r, s, f, stride, pad)
+    form = "-stride_int" if stride_form == "int" else ""
+    return g.output(o), label(n, h, w, c, r, s, f, stride, pad) + form

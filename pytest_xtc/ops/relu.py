@@ -12,16 +12,28 @@ and the graph does not fix which).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import ClassVar
 
 import numpy as np
 
-from pytest_xtc.ops.spec import Attr, Attrs, Bound, Op, Shape, number
+from pytest_xtc.ops.spec import (
+    IEEE_CLASSES,
+    Attr,
+    Attrs,
+    Bound,
+    Op,
+    Shape,
+    ieee_value,
+    number,
+    value_label,
+)
 
 
 class Relu(Op):
     name = "relu"
     attrs = (Attr("threshold", number, 0.0, "a number"),)
+    forms: ClassVar[Mapping[str, tuple[str, ...]]] = {"threshold": ("default", *IEEE_CLASSES)}
     copies = False  # it selects, but its zero results may take either sign
 
     def shape(self, shapes: Sequence[Shape], attrs: Attrs) -> Shape:
@@ -40,13 +52,15 @@ OP = Relu()
 
 
 def family(*dims: int, dtype: str = "float32", shape: Sequence[int] | None = None,
-           threshold: float | None = None) -> tuple[dict, str]:
-    """Catalog family ``relu``: the input's shape, or {shape, threshold}."""
+           threshold: float | str | None = None) -> tuple[dict, str]:
+    """Catalog family ``relu``: the input's shape, or {shape, threshold} (a number, an IEEE
+    class, or ``default``: none written)."""
     from pytest_xtc.ops.builder import GraphBuilder
 
     shape = tuple(shape if shape is not None else dims)
     g = GraphBuilder("relu")
-    attrs = {} if threshold is None else {"threshold": threshold}
+    given = None if threshold in (None, "default") else threshold
+    attrs = {} if given is None else {"threshold": ieee_value(given, dtype)}
     y = g.node("relu", "Y", [g.tensor("X", shape, dtype)], **attrs)
-    label = "x".join(map(str, shape)) + ("" if threshold is None else f"-thr{threshold:g}")
+    label = "x".join(map(str, shape)) + ("" if given is None else f"-thr{value_label(given)}")
     return g.output(y), label

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -21,6 +21,8 @@ def _shape(value: Any, rank: int) -> tuple[int, ...]:
 class Reshape(Op):
     name = "reshape"
     attrs = (Attr("shape", _shape, doc="the new shape, one -1 at most"),)
+    #: one size inferred (-1), or every size written
+    forms: ClassVar[Mapping[str, tuple[str, ...]]] = {"shape": ("inferred", "explicit")}
 
     def shape(self, shapes: Sequence[Shape], attrs: Attrs) -> Shape:
         size, shape = math.prod(shapes[0]), list(attrs["shape"])
@@ -40,10 +42,15 @@ class Reshape(Op):
 OP = Reshape()
 
 
-def family(shape: list[int], to: list[int], dtype: str = "float32") -> tuple[dict, str]:
-    """Catalog family ``reshape``: {shape, to}."""
+def family(shape: list[int], to: list[int], dtype: str = "float32",
+           shape_form: str = "inferred") -> tuple[dict, str]:
+    """Catalog family ``reshape``: {shape, to, shape_form} (``explicit``: the -1 of
+    ``to`` written out)."""
     from pytest_xtc.ops.builder import GraphBuilder
 
+    if shape_form == "explicit":
+        to = list(OP.shape([tuple(shape)], {"shape": tuple(to)}))
     g = GraphBuilder("reshape")
     y = g.node("reshape", "Y", [g.tensor("X", shape, dtype)], shape=to)
-    return g.output(y), f"{'x'.join(map(str, shape))}-to{'x'.join(map(str, to))}"
+    form = "" if shape_form == "inferred" else f"-{shape_form}"
+    return g.output(y), f"{'x'.join(map(str, shape))}-to{'x'.join(map(str, to))}{form}"

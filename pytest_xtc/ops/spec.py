@@ -62,6 +62,10 @@ class Op(ABC):
     #: which are reductions (never parallelized or vectorized). () where not declared.
     loops: tuple[str, ...] = ()
     reductions: tuple[str, ...] = ()
+    #: The model of what can vary (conformance/model.py): each attribute's legal forms,
+    #: by name (its spellings; for a floating attribute, each IEEE class of
+    #: :data:`IEEE_CLASSES`). Every attribute of ``attrs`` has an entry.
+    forms: ClassVar[Mapping[str, tuple[str, ...]]] = {}
 
     def normalize(self, attrs: Mapping[str, Any] | None, shapes: Sequence[Shape]) -> Attrs:
         """The node's attributes checked and with defaults; refuses what is not declared."""
@@ -146,6 +150,36 @@ class Op(ABC):
     def flops(self, shapes: Sequence[Shape], attrs: Attrs) -> int:
         """Floating-point operations of one evaluation (contractions: 2 per multiply-add)."""
         return 0
+
+
+# -- the IEEE classes of a floating attribute (a pad constant, a threshold) ---------------
+
+#: Each class of value a floating attribute may take, by name (``subnormal``: of the
+#: case's dtype); ``positive`` and ``negative`` are ordinary values.
+IEEE_CLASSES = ("zero", "negative_zero", "positive", "negative", "subnormal", "inf",
+                "negative_inf", "nan")
+_ORDINARY = {"zero": 0.0, "negative_zero": -0.0, "positive": 1.5, "negative": -2.5,
+             "inf": float("inf"), "negative_inf": float("-inf"), "nan": float("nan")}
+
+
+def ieee_value(value: float | str, dtype: str) -> float:
+    """A floating attribute's value: a number as given, or the value of an IEEE class
+    (:data:`IEEE_CLASSES`) in ``dtype``. ValueError for a class it does not know."""
+    if not isinstance(value, str):
+        return float(value)
+    if value == "subnormal":
+        return float(np.finfo(dtype).smallest_subnormal) * 3
+    if value not in _ORDINARY:
+        raise ValueError(f"IEEE class {value!r}: expected one of {', '.join(IEEE_CLASSES)}")
+    return _ORDINARY[value]
+
+
+def value_label(value: float | str) -> str:
+    """How a case id shows a floating attribute: ordinary numbers as numbers (``1.5``),
+    other classes by name (``nan``, ``negative_zero``)."""
+    if isinstance(value, str) and value in ("positive", "negative"):
+        value = _ORDINARY[value]
+    return f"{value:g}" if not isinstance(value, str) else value
 
 
 # -- attribute parsers shared by several ops ------------------------------------------------

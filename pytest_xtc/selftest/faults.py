@@ -18,6 +18,7 @@ from pytest_xtc.core.adapter import ONCE, Artifact, RunResult, TargetSpec, Timin
 from pytest_xtc.core.cases import graphs
 from pytest_xtc.core.cases.case import Case
 from pytest_xtc.selftest.faults_dimensions import DIMENSION_FAULTS
+from pytest_xtc.selftest.faults_model import MODEL_FAULTS
 from pytest_xtc.selftest.faults_numbers import FAULTS as NUMBER_FAULTS
 from pytest_xtc.selftest.hidden import (
     KeepsDtypeState,
@@ -259,6 +260,7 @@ FAULTS: dict[str, type[HostTarget]] = {
     "hang": Hang,
     **NUMBER_FAULTS,
     **DIMENSION_FAULTS,
+    **MODEL_FAULTS,
 }
 
 

@@ -45,7 +45,7 @@ CAUGHT_BY = {
     "strides-swapped": ["conv2d-float32-1x10x1x3-3x1x5-s3x2-p1-1_0-0-split"],
     "pad-sides-swapped": ["conv2d-float32-1x8x8x3-3x3x4-s2-p0-1_0-1-none"],  # class 4
     "cache-without-attributes": ["pad2d-float32-1x5x6x3-pad1-0_0-1-none"],  # class 5
-    "cache-without-dtype": ["pad2d-float64-2x5x3x1-pad1-none"],
+    "cache-without-dtype": ["pad2d-float64-1x8x8x3-pad2-none"],
     "cache-without-shapes": ["matmul-float32-1x1x8-vectorize"],
     "aligned-loads": ["matmul-float32-16x37x8-tile_ijk-odd-offset"],  # class 6
     "aligned-stores": ["matmul-float32-64x3x29-unroll-odd-offset"],
@@ -88,7 +88,8 @@ def test_coverage_shows_the_new_dimensions() -> None:
     assert conv.complete
     assert {"tile_k", "split_k", "strip_mine_k"} <= set(table["matmul"].values["schedule"])
     assert {"tile_c", "tile_rs"} <= set(conv.values["schedule"])
-    assert set(table["pad2d"].values) >= {"top", "bottom", "left", "right", "value", "align"}
+    assert set(table["pad2d"].values) >= {"top", "bottom", "left", "right",
+                                          "constant_value_form", "align"}
     lines = "\n".join(conv.lines())
     assert "pad_left" in lines and "align" in lines
     assert "one loop past 2^16 iterations per case: " in lines and len(conv.loops) == 7

@@ -10,7 +10,8 @@ with their shapes and schedules; user case files (``--xtc-cases``) hold an XTC g
     # description), steps: [...], node: C, backend: {use_tensor_dialect: true}
     schedule_node: C                              # node the schedule applies to
     dtypes: [float32, float64]                    # default: the graph's own dtype
-    values: [random, exact, special]              # input kinds; default random, exact
+    values: [random, exact, special, wide, large] # input kinds; default random, exact
+    align: [aligned, odd, aligned_then_odd]       # operands' placement per call; default aligned
     error_rule: {c: 1.0}                          # or "exact"; default: derived rule
 """
 
@@ -39,7 +40,14 @@ from pytest_xtc.core.cases.schedule import (  # re-exported: where 0.3 code find
     Schedule,
     bind_step,
 )
-from pytest_xtc.core.cases.values import reached, roles, special_array
+from pytest_xtc.core.cases.values import (
+    contraction_depth,
+    large_array,
+    reached,
+    roles,
+    special_array,
+    wide_array,
+)
 from pytest_xtc.core.limits import DEFAULT_MAX_CASE_BYTES
 from pytest_xtc.ops.contraction import DEFAULT_C
 
@@ -120,10 +128,15 @@ class Case:
         rng = np.random.default_rng(seed)
         arrays = []
         role = roles(self.graph) if self.values == "special" else {}
+        depth = contraction_depth(self.graph) if self.values == "large" else 1
         for operand in graphs.inputs(self.graph):
             drawn: np.ndarray
             if self.values == "exact":
                 drawn = rng.integers(-3, 4, size=operand.shape)
+            elif self.values == "wide":
+                drawn = wide_array(operand.shape, rng)
+            elif self.values == "large":
+                drawn = large_array(operand.shape, operand.dtype, rng, depth)
             elif self.values == "special":
                 drawn = special_array(operand.shape, operand.dtype, rng,
                                       role.get(operand.uid, ""),
@@ -210,10 +223,12 @@ def load_case_file(path: Path, max_case_bytes: int = DEFAULT_MAX_CASE_BYTES) -> 
             c=c,
             exact_rule=exact_rule,
             source=str(path),
+            align=align,
         )
         for dtype in data.get("dtypes") or [own_dtype]
         for schedule in schedules
         for kind in values
+        for align in data.get("align") or ["aligned"]
     ]
     for case in found:
         needed = case_bytes(case)

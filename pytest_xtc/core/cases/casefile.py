@@ -21,7 +21,7 @@ MAX_FILE_BYTES = 4 << 20  # a case file is a graph, not data
 MAX_RANK = 8
 MAX_NAME = 100
 DTYPES = ("float32", "float64")
-VALUE_KINDS = ("random", "exact", "special")
+VALUE_KINDS = ("random", "exact", "special", "wide", "large")
 GRAPH_KEYS = ("inputs", "nodes", "outputs")
 KEYS = (
     *GRAPH_KEYS,
@@ -31,6 +31,7 @@ KEYS = (
     "schedule_node",
     "dtypes",
     "values",
+    "align",
     "error_rule",
     "source",
 )
@@ -114,6 +115,8 @@ def _check(path: Path, data: Mapping[str, Any]) -> None:
     for key, allowed in (("dtypes", DTYPES), ("values", VALUE_KINDS)):
         if data.get(key) is not None:
             _choices(data[key], key, allowed, fail)
+    if data.get("align") is not None:
+        _align(data["align"], fail)
     if data.get("error_rule") is not None:
         _error_rule(data["error_rule"], fail)
     if "source" in data:
@@ -134,6 +137,20 @@ def _choices(value: Any, key: str, allowed: tuple[str, ...], fail: Any) -> None:
     bad = [v for v in value if v not in allowed]
     if bad:
         raise fail(key, f"{bad[0]!r:.60} is not one of {', '.join(allowed)}")
+
+
+def _align(value: Any, fail: Any) -> None:
+    """Where the runner puts the operands, one case each: ``[aligned, odd,
+    aligned_then_odd]`` (``FIRST_then_LATER``: the first call's, then the later calls')."""
+    from pytest_xtc.core.cases.values import for_call
+
+    if not isinstance(value, list) or not value:
+        raise fail("align", f"expected a list, e.g. [aligned, odd_then_aligned], got {value!r:.60}")
+    for one in value:
+        try:
+            for_call(str(one), 0)
+        except ValueError as exc:
+            raise fail("align", str(exc)) from None
 
 
 def _error_rule(rule: Any, fail: Any) -> None:

@@ -56,7 +56,7 @@ PLACEMENTS = ("host", "device", "mixed")
 KEYS = ("pattern", "ops", "dtypes", "placements", "primitives", "xtc", "values",
         "output_elements", "whole_vectors", "node_placements", "padded_unit_lead",
         "backend", "scheduled_ops", "lead_trips", "intermediates", "attributes")
-VALUES = ("random", "exact", "special")
+VALUES = ("random", "exact", "special", "wide", "large")
 _COUNT = re.compile(r"^\s*(<=|>=|<|>|==)?\s*(\d+)\s*$")
 
 

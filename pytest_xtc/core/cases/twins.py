@@ -91,10 +91,22 @@ def pair(cases: Sequence[Case], also: Sequence[str] = ()) -> list[Case]:
     found = list(cases)
     graphs = [_graph(case) for case in cases]
     sources: set[int] = set()  # the first of a pair: run before its twin, never a twin
+    first_of: dict[int, int] = {}
 
     def join(n: int, source: int) -> None:
         found[n] = replace(cases[n], twin=replace(cases[source], twin=None))
         sources.add(source)
+        first_of[n] = source
+
+    def turn(m: int) -> int:
+        """Make twin ``m`` the first of its pair (its first, of no other pair, its twin)."""
+        source = first_of.pop(m)
+        if sum(f == source for f in first_of.values()):
+            return source  # the first of other pairs too: left as it is
+        found[m] = cases[m]
+        sources.discard(source)
+        join(source, m)
+        return m
 
     for members in _groups(cases, graphs, "attributes", range(len(cases))):
         alone: list[int] = []
@@ -105,10 +117,13 @@ def pair(cases: Sequence[Case], also: Sequence[str] = ()) -> list[Case]:
             else:
                 alone.remove(partner)
                 join(n, partner)
-        for n in alone:  # a source if one has another graph, else any such member
+        for n in alone:  # a source if one has another graph, else a twin made a source
             others = [m for m in members if m != n and graphs[m] != graphs[n]]
-            join(n, next((m for m in others if found[m].twin is None and m not in alone),
-                         others[0]))
+            partner = next((m for m in others if found[m].twin is None and m not in alone),
+                           None)
+            if partner is None:
+                partner = turn(others[0]) if others[0] in first_of else others[0]
+            join(n, partner)
     families: dict[str, list[int]] = defaultdict(list)
     for n, case in enumerate(cases):
         families[case.op].append(n)

@@ -10,7 +10,11 @@
   integers: every product and sum exact), ``special`` (random, with every IEEE special
   value class of :func:`specials` in every input: NaN, +-Inf, +-0.0, subnormals, the
   smallest normals, magnitudes near overflow, and the values a narrower format loses;
-  contraction operands also hold a slice of zeros and one of subnormals, :func:`roles`).
+  contraction operands also hold a slice of zeros and one of subnormals, :func:`roles`),
+  ``wide`` (a wide dynamic range within one operand: magnitudes log-uniform in
+  [1e-3, 1e3], either sign, :func:`wide_array`), ``large`` (magnitudes near the square
+  root of the dtype's largest finite over 2^16, :func:`large_array`: products and sums
+  of up to 2^16 of them stay finite, where an algorithm's transforms lose most).
   What each op must do with them is its module's ``ieee`` rule (README, "Special values";
   docs/correctness-values-and-performance.md).
 """
@@ -21,10 +25,29 @@ from collections.abc import Sequence
 
 import numpy as np
 
-KINDS = ("random", "exact", "special")
+KINDS = ("random", "exact", "special", "wide", "large")
 #: The specials every ``special`` input holds even where it has little room: the first of
 #: :func:`specials` (NaN, +Inf, -Inf, -0.0); every one of them where it has room.
 ALWAYS = 4
+
+#: Where the runner puts a case's operands (``Case.align``; core/execution/guard.py):
+#: 256-byte aligned, one element past, an odd byte offset.
+ALIGNMENTS = ("aligned", "element", "odd")
+#: Joins a case's first call's alignment to its later calls' (``aligned_then_odd``): the
+#: operands move between calls, as a caller's buffers do.
+THEN = "_then_"
+
+
+def for_call(align: str, call: int) -> str:
+    """The alignment of a case's call number ``call`` (0: the first; the timed call counts
+    as a later one): ``align`` itself, or for ``FIRST_then_LATER`` the part that call has.
+    ValueError naming the choices for a spelling it does not know."""
+    first, then, later = align.partition(THEN)
+    if first not in ALIGNMENTS or (then and later not in ALIGNMENTS):
+        raise ValueError(f"operand alignment {align!r}: expected one of {', '.join(ALIGNMENTS)}"
+                         f", or two joined by {THEN!r} (the first call's, the later calls')")
+    return later if then and call > 0 else first
+
 
 _UNWRITTEN = {
     "float16": (np.uint16, 0x7D5A),
@@ -159,10 +182,43 @@ def reached(graph: dict, uid: str) -> np.ndarray | None:
     known: dict[str, np.ndarray] = {o.uid: np.zeros(o.shape) for o in graphs.inputs(graph)}
     count = known[uid].size
     known[uid] = np.arange(1.0, count + 1).reshape(known[uid].shape)
-    for node in steps:
-        known[node.uid] = node.op.forward([known[a] for a in node.args], node.attrs)
+    for node in steps:  # padding constants as 0: only the input's elements are counted
+        known[node.uid] = node.op.forward([known[a] for a in node.args],
+                                          node.op.error_attrs(node.attrs))
     mask = np.zeros(count, bool)
     for out in graph["outputs"]:
         seen = known[out["uid"]].reshape(-1)
         mask[seen[seen > 0].astype(np.int64) - 1] = True
     return mask.reshape(known[uid].shape)
+
+
+def wide_array(shape: Sequence[int], rng: np.random.Generator) -> np.ndarray:
+    """Magnitudes log-uniform in [1e-3, 1e3], either sign: one reduction meets terms six
+    orders of magnitude apart (a kernel summing in a narrower format, or reassociating
+    with a lost carry, errs by far more than the bound)."""
+    size = tuple(shape)
+    return np.sign(rng.uniform(-1.0, 1.0, size)) * 10.0 ** rng.uniform(-3.0, 3.0, size)
+
+
+def large_array(shape: Sequence[int], dtype: str, rng: np.random.Generator,
+                depth: int = 1) -> np.ndarray:
+    """Uniform in [-1, 1) times 2^e, e the dtype's largest exponent over 2^depth, less 9
+    (``depth``: the most contractions one value of the graph goes through,
+    :func:`contraction_depth`): a product of two is below max / 2^18, so a sum of 2^16
+    of them stays finite, and so on through every contraction of the graph, while a
+    kernel that scales, squares or transforms them (a float32 intermediate for float64, a
+    Winograd transform) overflows or loses them."""
+    exponent = int(np.finfo(dtype).maxexp) // (1 << max(depth, 1)) - 9
+    return rng.uniform(-1.0, 1.0, size=tuple(shape)) * np.ldexp(1.0, max(exponent, 0))
+
+
+def contraction_depth(graph: dict) -> int:
+    """The most contractions (matmul, conv2d) on one path from an input to an output."""
+    from pytest_xtc.core.cases import graphs
+    from pytest_xtc.ops.contraction import Contraction
+
+    depth: dict[str, int] = {o.uid: 0 for o in graphs.inputs(graph)}
+    for node in graphs.nodes(graph):
+        depth[node.uid] = max((depth.get(a, 0) for a in node.args), default=0) + int(
+            isinstance(node.op, Contraction))
+    return max(depth.values(), default=0)

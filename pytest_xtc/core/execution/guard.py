@@ -27,17 +27,17 @@ from pytest_xtc.core.cases import values
 
 ALIGN = 256  # XTC's CNDArray allocation alignment (its cndarray.c)
 #: A case's operand alignments (``Case.align``): each operand's data starts this far past
-#: a 256-byte boundary.
-ALIGNMENTS = ("aligned", "element", "odd")
+#: a 256-byte boundary; ``FIRST_then_LATER`` changes it after the first call.
+ALIGNMENTS, THEN, for_call = values.ALIGNMENTS, values.THEN, values.for_call
 
 
-def offset(align: str, itemsize: int, operand: int) -> int:
+def offset(align: str, itemsize: int, operand: int, call: int = 0) -> int:
     """Bytes past a 256-byte boundary where operand number ``operand`` (inputs, then
-    outputs) starts: 0 (``aligned``), one element (``element``), or an odd byte count
-    that differs from one operand to the next, 1, 3, 5, 7 (``odd``; one element where the
-    dtype has one byte). ValueError for an alignment not in :data:`ALIGNMENTS`."""
-    if align not in ALIGNMENTS:
-        raise ValueError(f"operand alignment {align!r}: expected one of {', '.join(ALIGNMENTS)}")
+    outputs) starts in call number ``call``: 0 (``aligned``), one element (``element``),
+    or an odd byte count that differs from one operand to the next, 1, 3, 5, 7 (``odd``;
+    one element where the dtype has one byte); per call for ``FIRST_then_LATER``
+    (:func:`for_call`). ValueError for an alignment it does not know."""
+    align = for_call(align, call)
     if align == "aligned":
         return 0
     if align == "element" or itemsize == 1:

@@ -139,6 +139,7 @@ def call_kernel(
     empty: Allocate = np.empty,
     report: Callable[[str], None] = lambda phase: None,
     phase: str = Phase.RUN,
+    call: int = 0,
 ) -> tuple[Call, Any]:
     """One call on copies of ``inputs`` and fresh outputs shaped ``like`` holding the
     unwritten sentinel, inside guard bands when ``guarded``. The call's inputs are
@@ -146,9 +147,10 @@ def call_kernel(
     allocated by ``empty`` (shared memory in a worker: they go back without a copy).
     ``report`` is told ``phase`` (``run``; :data:`TIMED_RUN` for the timed call) as the
     adapter's run starts, ``transfer`` as it ends: the run limit times the target's work,
-    not the copies around it."""
+    not the copies around it. ``call``: the call's number in the case (its operands'
+    alignment may change between calls: ``guard.for_call``)."""
     interrupts.check()  # an adapter in this process may have caught the last Ctrl-C
-    shifts = [guard.offset(case.align, np.dtype(a.dtype).itemsize, n)
+    shifts = [guard.offset(case.align, np.dtype(a.dtype).itemsize, n, call)
               for n, a in enumerate([*inputs, *like])]
     if not guarded:
         return _call_unguarded(adapter, artifact, inputs, like, timing, shifts, empty, report,
@@ -288,9 +290,10 @@ def _call_all(call: Callable[..., tuple[Call, RunResult]], request: WorkRequest,
     first, _ = call(inputs, outputs, ONCE)
     done.run_s = time.perf_counter() - start
     done.calls = [first]
-    for more in request.more:
-        done.calls.append(call(more, outputs, ONCE)[0])
-    timed, result = call(inputs, outputs, settings.timing, phase=TIMED_RUN)
+    for n, more in enumerate(request.more, 1):
+        done.calls.append(call(more, outputs, ONCE, call=n)[0])
+    timed, result = call(inputs, outputs, settings.timing, phase=TIMED_RUN,
+                         call=len(done.calls))
     timed.timed = True
     done.calls.append(timed)
     if settings.repeat_check:  # the timed call reran the first call's inputs
