@@ -21,7 +21,6 @@ from typing import Any
 
 import numpy as np
 
-from pytest_xtc.core.adapters.cache_seal import cache_dir
 from pytest_xtc.core.adapter import (
     ONCE,
     Artifact,
@@ -35,6 +34,7 @@ from pytest_xtc.core.adapter import (
     Tier,
     Timing,
 )
+from pytest_xtc.core.adapters.cache_seal import cache_dir
 from pytest_xtc.core.cases.case import HOST, Case
 from pytest_xtc.core.pack import device_aarch64
 from pytest_xtc.core.xtc import xtc_env

@@ -67,7 +67,7 @@ def region(array: np.ndarray) -> tuple[np.ndarray, int]:
     if (isinstance(owner, np.ndarray) and owner.flags["C_CONTIGUOUS"]
             and array.flags["C_CONTIGUOUS"]):
         start = array.ctypes.data - owner.ctypes.data
-        if 0 <= start and start + array.nbytes <= owner.nbytes <= array.nbytes + MAX_AROUND:
+        if start >= 0 and start + array.nbytes <= owner.nbytes <= array.nbytes + MAX_AROUND:
             return owner.reshape(-1).view(np.uint8), start
     return np.ascontiguousarray(array).reshape(-1).view(np.uint8), 0
 
@@ -132,10 +132,13 @@ class Aarch64Kernel:
 
     def __init__(self, case_dir: Path, call_json: Mapping[str, Any], runtime: list[Path],
                  scratch: Path) -> None:
-        runner = scratch / "device_call"
+        runner = scratch.parent / ".libs" / f"{runtime[0].name}.exe"  # the runner's folder
         if not runner.is_file():
-            shutil.copyfile(runtime[0], runner)
-            runner.chmod(0o755)
+            runner.parent.mkdir(parents=True, exist_ok=True)
+            partial = runner.with_name(f".{runner.name}.{os.getpid()}")
+            shutil.copyfile(runtime[0], partial)
+            partial.chmod(0o755)
+            os.replace(partial, runner)
         self.runner = [*emulator(), str(runner)]
         self.runtime = runtime[1:]
         self.library = case_dir / call_json["library"]

@@ -49,6 +49,7 @@ START_S = 30.0  # a case process's own start-up, over its calls' limits
 UNWRITTEN = {"float16": (np.uint16, 0x7D5A), "float32": (np.uint32, 0x7FA5A5A5),
              "float64": (np.uint64, 0x7FF5A5A5A5A5A5A5)}  # core/cases/values.py's sentinel
 ALIGN, MIN_BAND, MAX_BAND = 256, 4096, 1 << 20  # core/execution/guard.py's bands
+AARCH64 = "aarch64-bare"  # device_aarch64.py: run by device_call, under QEMU off AArch64
 LOG_TAIL = 64 << 10  # bytes of a case process's output kept, its last (core/workers/output.py)
 Json = dict[str, Any]
 #: Set by SIGTERM (an outer time limit): the cases running are stopped and recorded as
@@ -199,7 +200,10 @@ def _sibling(name: str) -> Any:
     return module
 
 
-def kernel_for(case_dir: Path, call: Json, loaded: list[ctypes.CDLL]) -> Any:
+def kernel_for(case_dir: Path, call: Json, loaded: list[ctypes.CDLL], paths: list[Path],
+               out: Path) -> Any:
+    if call["kind"] == AARCH64:
+        return _sibling("device_aarch64").Aarch64Kernel(case_dir, call, paths, out)
     if call["kind"] == "host-bare":
         return HostKernel(case_dir, call, loaded)
     if call["kind"] == "cuda-bare":
@@ -216,12 +220,13 @@ def run_one(pack: Path, key: str, out: Path) -> int:
     stage = "runtime"  # the runtime libraries and the inputs: this machine's, not the target's
     try:
         progress.write_text(stage)
-        loaded = [ctypes.CDLL(str(library(pack, lib, out.parent / UNPACKED)),
-                              mode=ctypes.RTLD_GLOBAL) for lib in call["runtime"]]
+        paths = [library(pack, lib, out.parent / UNPACKED) for lib in call["runtime"]]
+        loaded = [] if call["kind"] == AARCH64 else [  # another ISA's: loaded over there
+            ctypes.CDLL(str(p), mode=ctypes.RTLD_GLOBAL) for p in paths]
         progress.write_text(stage := "inputs")
         sets = _sibling("device_inputs").input_sets(call, case_dir)
         progress.write_text(stage := "load")
-        kernel = kernel_for(case_dir, call, loaded)
+        kernel = kernel_for(case_dir, call, loaded, paths, out)
         saved: dict[tuple[int, int], tuple[str, bytes]] = {}  # (set, output): first file
         for n, step in enumerate(call["calls"]):
             progress.write_text(f"call {n}")

@@ -169,8 +169,8 @@ def test_guard_bands_see_the_device_write_out_of_bounds(
     past: int, found: list[str], tmp_path: Path
 ) -> None:
     library = _cross_build(
-        "void entry(float *x, float *y) { for (int i = 0; i < 8 + %d; i++) y[i] = x[i] + 1; }"
-        % past, [], tmp_path)
+        f"void entry(float *x, float *y) {{ for (int i = 0; i < 8 + {past}; i++) "
+        "y[i] = x[i] + 1; }", [], tmp_path)
     device = _device(tmp_path)
     device.flash(str(library), "entry")
     x = guard.place("x", np.arange(8, dtype=np.float32))
