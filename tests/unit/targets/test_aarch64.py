@@ -224,3 +224,24 @@ def test_sve_case_on_a_neon_cpu_fails_the_case_not_the_session(tmp_path: Path) -
     assert outcome.status is Status.FAILED
     assert "SIGILL (illegal instruction) on -cpu cortex-a57" in outcome.message, outcome.message
 
+
+
+@needs_cross
+def test_packed_aarch64_case_runs_on_the_device_runner_and_is_judged(tmp_path: Path) -> None:
+    """Compile and pack here, run by the pack's device runner (device_call under QEMU,
+    QEMU_CPU naming the CPU), judge here: the same verdict as a local run."""
+    import sys
+
+    pack, select = tmp_path / "pack", ["-k", "relu-float32-5x7-vectorize"]
+    common = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
+              "--xtc-target=aarch64-qemu", *select]
+    done = subprocess.run([*common, f"--xtc-pack={pack}"], cwd=tmp_path, capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stdout[-2000:]
+    ran = subprocess.run([sys.executable, str(pack / "runner" / "device_runner.py"), str(pack)],
+                         capture_output=True, text=True, env={**os.environ,
+                                                              "QEMU_CPU": "cortex-a57"})
+    assert ran.returncode == 0 and ran.stdout.startswith("ok"), ran.stdout + ran.stderr
+    judged = subprocess.run([*common, f"--xtc-from-pack={pack}"], cwd=tmp_path,
+                            capture_output=True, text=True)
+    assert judged.returncode == 0 and "1 passed" in judged.stdout, judged.stdout[-2000:]
