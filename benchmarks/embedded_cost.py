@@ -4,7 +4,10 @@ other in one run.
 
 Run: ``python benchmarks/embedded_cost.py [-k EXPR] [-n WORKERS]`` (default: the whole
 catalog, ``-n 2``), from anywhere: the sessions run in a scratch folder outside the
-checkout, each leaving a report bundle. Prints each session's seconds and
+checkout, each leaving a report bundle. The cases are split in two halves
+(``--xtc-shard``), run host, aarch64, aarch64, host (half 1, 1, 2, 2): each half's pair
+runs back to back, and a load that rises or falls over the run weighs on both targets
+alike. Prints each target's seconds and
 ``aarch64-qemu / host: R`` (the goal: R <= 2), then ``same status as host: X of Y`` (Y the
 cases of the host session, X those with the same status on aarch64-qemu), and every case
 that differs with the aarch64 verdict's reason (an expected failure's evidence, an
@@ -25,9 +28,11 @@ import time
 from pathlib import Path
 
 
-def session(cwd: Path, target: str, bundle: Path, args: argparse.Namespace) -> float:
+def session(cwd: Path, target: str, bundle: Path, args: argparse.Namespace,
+            shard: str) -> float:
     command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
-               f"--xtc-target={target}", f"--xtc-report={bundle}", "-n", args.n]
+               f"--xtc-target={target}", f"--xtc-report={bundle}", "-n", args.n,
+               f"--xtc-shard={shard}"]
     if args.k:
         command += ["-k", args.k]
     start = time.perf_counter()
@@ -35,19 +40,20 @@ def session(cwd: Path, target: str, bundle: Path, args: argparse.Namespace) -> f
     return time.perf_counter() - start
 
 
-def statuses(bundle: Path) -> dict[str, tuple[str, str]]:
-    """Each case of a bundle: (status, message)."""
+def statuses(*bundles: Path) -> dict[str, tuple[str, str]]:
+    """Each case of the bundles: (status, message)."""
     found = {}
-    for line in (bundle / "results.jsonl").read_text().splitlines():
-        if line.strip():
-            row = json.loads(line)
-            found[row["case"]] = (row["status"], row.get("message") or "")
+    for bundle in bundles:
+        for line in (bundle / "results.jsonl").read_text().splitlines():
+            if line.strip():
+                row = json.loads(line)
+                found[row["case"]] = (row["status"], row.get("message") or "")
     return found
 
 
-def compare(host: Path, aarch: Path) -> int:
+def compare(host: list[Path], aarch: list[Path]) -> int:
     """Print ``same status as host: X of Y`` and each difference; 0 when X == Y."""
-    ours, theirs = statuses(host), statuses(aarch)
+    ours, theirs = statuses(*host), statuses(*aarch)
     same = [c for c in ours if theirs.get(c, ("missing", ""))[0] == ours[c][0]]
     print(f"same status as host: {len(same)} of {len(ours)}")
     for case in sorted(set(ours) - set(same)):
@@ -64,17 +70,23 @@ def main() -> int:
                         help="compare two report bundles, run nothing")
     args = parser.parse_args()
     if args.compare:
-        return compare(*args.compare)
+        return compare([args.compare[0]], [args.compare[1]])
     with tempfile.TemporaryDirectory(prefix="embedded-cost-") as scratch:
         root = Path(scratch)
-        env_load = os.getloadavg()[0]
-        host_s = session(root, "host", root / "host", args)
-        aarch_s = session(root, "aarch64-qemu", root / "aarch64", args)
+        loads = [os.getloadavg()[0]]
+        seconds = {"host": 0.0, "aarch64-qemu": 0.0}
+        for half, order in (("1/2", ("host", "aarch64-qemu")), ("2/2", ("aarch64-qemu", "host"))):
+            for target in order:
+                bundle = root / f"{target}-{half[0]}"
+                seconds[target] += session(root, target, bundle, args, half)
+                loads.append(os.getloadavg()[0])
+        host_s, aarch_s = seconds["host"], seconds["aarch64-qemu"]
         print(f"selection: {args.k or 'the whole catalog'}, -n {args.n}, load average "
-              f"{env_load:.1f} at the start")
+              f"{min(loads):.1f} to {max(loads):.1f}")
         print(f"host: {host_s:.1f} s; aarch64-qemu: {aarch_s:.1f} s")
         print(f"aarch64-qemu / host: {aarch_s / host_s:.2f}")
-        return compare(root / "host", root / "aarch64")
+        return compare([root / "host-1", root / "host-2"],
+                       [root / "aarch64-qemu-1", root / "aarch64-qemu-2"])
 
 
 if __name__ == "__main__":

@@ -74,7 +74,8 @@ class Aarch64Device(EmbeddedRuntime):
              limit_s: float | None = None) -> list[float]:
         image, entry = self.image()
         named = self.qemu_cpu if self.emulated else self.cpu
-        return device_aarch64.call(self.command, self.runtime, image, entry, operands,
+        runtime = self.runtime if cross.needs_openmp(image) else []
+        return device_aarch64.call(self.command, runtime, image, entry, operands,
                                    _timing(timing), cpu_name=f"-cpu {named}"
                                    if self.emulated else named, limit_s=limit_s)
 

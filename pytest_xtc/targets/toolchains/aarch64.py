@@ -52,7 +52,7 @@ def missing(emulated: bool) -> tuple[str, dict[str, str]]:
     if shutil.which(CC) is None:
         return f"{CC} not found: apt-get install gcc-aarch64-linux-gnu ({SETUP})", found
     found[CC] = command([CC, "--version"])[1]
-    if not Path(device_aarch64.SYSROOT, "lib", "ld-linux-aarch64.so.1").is_file():
+    if emulated and not Path(device_aarch64.SYSROOT, "lib", "ld-linux-aarch64.so.1").is_file():
         return (f"{device_aarch64.SYSROOT}: no AArch64 C library: apt-get install "
                 f"libc6-dev-arm64-cross ({SETUP})"), found
     if emulated:
@@ -105,6 +105,12 @@ def runner(folder: Path) -> Path:
     return built
 
 
+def needs_openmp(library: Path) -> bool:
+    """Whether a kernel library names the OpenMP runtime (linked --as-needed: only
+    kernels with parallel loops do); the device then loads it first."""
+    return b"libomp.so" in library.read_bytes()
+
+
 def elf_machine(path: Path) -> int:
     """An ELF file's e_machine (0 when it is not an ELF file)."""
     head = path.read_bytes()[:20]
@@ -126,8 +132,8 @@ def cross_compiler() -> type:
 
         @property
         def shared_libs(self) -> list[str]:
-            omp = openmp_dir()
-            return [str(omp / "libomp.so")] if omp else []
+            omp = openmp_dir()  # needed only by kernels with parallel loops
+            return ["-Wl,--as-needed", str(omp / "libomp.so")] if omp else []
 
         @property
         def shared_path(self) -> list[str]:
