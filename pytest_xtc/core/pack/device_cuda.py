@@ -1,4 +1,4 @@
-"""``cuda-bare`` kernels for the device runner (device_runner.py loads this file beside it):
+"""``cuda-bare`` kernels for the device runner (device_case.py loads this file beside it):
 Python 3, numpy and ctypes only. The calls XTC's GPU evaluator makes, in its order
 (xtc/runtimes/accelerator/gpu/GPUDevice.py, xtc/targets/accelerator/gpu/GPUEvaluator.py,
 as devicecheck/nvgpu/run_kernels.py first made them on an H200):

@@ -1,4 +1,4 @@
-"""Input sets for the device runner (device_runner.py loads this file beside it): made
+"""Input sets for the device runner (device_case.py loads this file beside it): made
 again from a pack's recipe, bit for bit, as ``Case.make_inputs`` makes them
 (core/cases/case.py, core/cases/values.py), and checked by their digests. Python 3 and
 numpy only."""

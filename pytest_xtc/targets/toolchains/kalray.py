@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 RUNTIME_MODULE = "xtc.runtimes.accelerator.mppa"
 #: Launched by XTC through the shell (so found on PATH) for each simulated platform.
@@ -165,3 +166,42 @@ def platform_env(platform: str) -> Iterator[None]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+def embedded(device: Any, platform: str) -> Any:
+    """XTC's MppaDevice ``device`` on the embedded road (``toolchains/embedded.py``):
+    ``flash_module`` loads the compiled module the MPPA runs, ``call`` runs it on numpy
+    operands through XTC's MPPA evaluator (its ISS, QEMU or board; one call per
+    measurement, no minimum duration: what that evaluator takes), ``PLATFORM`` set
+    around it. The class is made here, at first use: importing this module needs no XTC."""
+    from pytest_xtc.core.adapter import Timing
+    from pytest_xtc.core.xtc import xtc_env
+    from pytest_xtc.targets.toolchains.embedded import EmbeddedRuntime
+
+    class MppaEmbedded(EmbeddedRuntime):
+        def __init__(self) -> None:
+            super().__init__()
+            self.xtc_device, self.platform, self.module = device, platform, None
+
+        def flash_module(self, module: Any, inputs: int) -> None:
+            """Flash XTC's compiled module (its library holds the MPPA image)."""
+            self.flash(str(module.file_name), str(module.payload_name))
+            self.module, self.inputs = module, inputs
+
+        def target_name(self) -> str:
+            return "mppa"
+
+        def device_name(self) -> str:
+            return f"MPPA ({self.platform})"
+
+        def device_arch(self) -> str:
+            return str(getattr(self.xtc_device.config, "arch", "kv3-2"))
+
+        def call(self, operands: Any, timing: Timing, limit_s: float | None = None) -> list[float]:
+            self.image()  # refuses a device nothing was flashed into
+            ins, outs = list(operands[: self.inputs]), list(operands[self.inputs :])
+            with platform_env(self.platform):
+                result = xtc_env.evaluate(self.module, ins, outs, Timing(timing.repeat, 1, 0))
+            return list(result.times)
+
+    return MppaEmbedded()

@@ -405,6 +405,46 @@ def test_fake_toolchain_one_platform_per_process(
         adapter("mppa-qemu").device(tmp_path / "c")
 
 
+
+def test_fake_toolchain_run_goes_the_embedded_road(
+    fake: FakeToolchain, no_device: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """FAKE XTC evaluator: run() flashes the module's image into XTC's EmbeddedDevice
+    and runs it there (PLATFORM set, one call per measurement); an image that is not
+    there is refused at flash, nothing run."""
+    import numpy as np
+    from xtc.itf.runtime.embedded import EmbeddedDevice
+
+    from pytest_xtc.core.adapter import Artifact, RunResult, Timing
+    from pytest_xtc.targets.toolchains import kalray
+
+    seen: dict[str, Any] = {}
+
+    def evaluate(module: Any, inputs: Any, outputs: Any, timing: Timing) -> RunResult:
+        seen.update(module=module, inputs=len(inputs), outputs=len(outputs), timing=timing,
+                    PLATFORM=os.environ.get("PLATFORM"))
+        outputs[0][...] = 7.0
+        return RunResult([1e-3] * timing.repeat)
+
+    monkeypatch.setattr(mppa.xtc_env, "evaluate", evaluate)
+    image = tmp_path / "kernel.so"
+    image.write_bytes(b"")
+    module = type("FakeModule", (), {"file_name": str(image), "payload_name": "entry"})()
+    target = adapter("mppa-iss")
+    out = np.zeros((2, 2), np.float32)
+    ones = np.ones((2, 2), np.float32)
+    result = target.run(Artifact(tmp_path, module, [image]), [ones, ones], [out],
+                        Timing(3, 10, 100))
+    assert seen == {"module": module, "inputs": 2, "outputs": 1, "timing": Timing(3, 1, 0),
+                    "PLATFORM": "iss"}
+    assert (out == 7.0).all() and result.times == [1e-3] * 3
+    assert isinstance(kalray.embedded(target.device(tmp_path), "iss"), EmbeddedDevice)
+    module.file_name = str(tmp_path / "missing.so")
+    seen.clear()
+    with pytest.raises(FileNotFoundError, match="flash"):
+        target.run(Artifact(tmp_path, module, []), [ones, ones], [out], Timing())
+    assert not seen
+
 # -- the suite as users run it, where there is no toolchain -----------------------------------
 
 
