@@ -78,7 +78,7 @@ _OWN = {"x86_64": {302: 0}, "aarch64": {261: 0}}
 #: both architectures): pidfd_send_signal, pidfd_getfd.
 _BY_PIDFD = (424, 438)
 #: Landlock's calls (the same numbers on both architectures) and what is asked of it.
-_CREATE_RULESET, _RESTRICT_SELF = 444, 446
+CREATE_RULESET, RESTRICT_SELF = 444, 446
 _RULESET_VERSION = 1  # landlock_create_ruleset's flag: give the ABI version
 _SCOPE_SIGNAL = 2  # LANDLOCK_SCOPE_SIGNAL
 _SCOPED_ABI = 6  # the first ABI that scopes signals (Linux 6.12)
@@ -182,7 +182,7 @@ class _Fprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
 
-class _RulesetAttr(ctypes.Structure):  # struct landlock_ruleset_attr, ABI 6
+class RulesetAttr(ctypes.Structure):  # struct landlock_ruleset_attr, ABI 6
     _fields_ = [("handled_access_fs", ctypes.c_uint64),
                 ("handled_access_net", ctypes.c_uint64), ("scoped", ctypes.c_uint64)]
 
@@ -192,7 +192,7 @@ def landlock_abi() -> int:
     """The kernel's Landlock ABI version; 0 where there is none (or it is disabled)."""
     if not sys.platform.startswith("linux"):
         return 0
-    version = libc().syscall(ctypes.c_long(_CREATE_RULESET), None, ctypes.c_long(0),
+    version = libc().syscall(ctypes.c_long(CREATE_RULESET), None, ctypes.c_long(0),
                               ctypes.c_long(_RULESET_VERSION))
     return max(int(version), 0)
 
@@ -208,13 +208,13 @@ def _scope() -> str | None:
     """Enter a Landlock domain of this process's own, its signals scoped to it (ptrace and
     the ``/proc/<pid>`` files that need ptrace's leave are scoped by any domain); None when
     done, else why not. Needs ``no_new_privs`` (:func:`install` sets it first)."""
-    attr = _RulesetAttr(0, 0, _SCOPE_SIGNAL)
-    ruleset = int(libc().syscall(ctypes.c_long(_CREATE_RULESET), ctypes.byref(attr),
+    attr = RulesetAttr(0, 0, _SCOPE_SIGNAL)
+    ruleset = int(libc().syscall(ctypes.c_long(CREATE_RULESET), ctypes.byref(attr),
                                ctypes.c_long(ctypes.sizeof(attr)), ctypes.c_long(0)))
     if ruleset < 0:
         return f"no Landlock domain: {os.strerror(ctypes.get_errno())}"
     try:
-        if libc().syscall(ctypes.c_long(_RESTRICT_SELF), ctypes.c_long(ruleset),
+        if libc().syscall(ctypes.c_long(RESTRICT_SELF), ctypes.c_long(ruleset),
                         ctypes.c_long(0)) != 0:
             return f"no Landlock domain: {os.strerror(ctypes.get_errno())}"
     finally:
