@@ -22,7 +22,7 @@ import pytest
 
 from pytest_xtc.core.workers import confinement, fence
 
-pytestmark = pytest.mark.skipif(
+needs_landlock = pytest.mark.skipif(
     fence.landlock_abi() < 1, reason="confinement to a folder needs Landlock (Linux 5.13+)")
 
 FAULTS = {
@@ -125,6 +125,7 @@ def session(tmp_path: Path, fault: str) -> dict[str, object]:
     return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
+@needs_landlock
 @pytest.mark.parametrize("fault", sorted(FAULTS))
 def test_a_kernel_writes_nothing_outside_its_own_folder(tmp_path: Path, fault: str) -> None:
     ran = session(tmp_path, fault)
@@ -168,6 +169,7 @@ CONFINED = textwrap.dedent("""
 """)
 
 
+@needs_landlock
 @pytest.mark.parametrize("keep", ["alone", "keep"])
 def test_what_a_confined_case_may_write(tmp_path: Path, keep: str) -> None:
     """Its own folder and private temporary folder, /dev/null; with ``keep`` (a child
@@ -186,3 +188,21 @@ def test_what_a_confined_case_may_write(tmp_path: Path, keep: str) -> None:
     if keep == "keep":  # the folder around its own: where the next case's lies
         assert found["deeper"] == "written", found
     assert found["read above"] == "yes"
+
+
+def test_the_run_says_once_where_cases_are_not_confined(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the kernel has no Landlock the header says so (here: as if it had none);
+    where it has, nothing is said."""
+    quiet = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--xtc-target=host",
+                                         "--co", "-q", "-k", "relu-float32-5x7-none")
+    assert "not confined" not in quiet.stdout.str()
+    monkeypatch.setattr(fence, "landlock_abi", lambda: 0)
+    confinement.available.cache_clear()
+    try:
+        result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--xtc-target=host",
+                                              "--co", "-k", "relu-float32-5x7-none")
+        lines = [x for x in result.stdout.lines if "not confined" in x]
+    finally:
+        confinement.available.cache_clear()
+    assert len(lines) == 1 and "offers no Landlock" in lines[0], result.stdout.str()
