@@ -253,9 +253,10 @@ def test_the_filter_reaches_every_value_it_is_given() -> None:
     """BPF jumps reach 255 instructions: each refusal jumps to a return close by, so the
     program holds for the most values it is given, and each value is compared."""
     arch, checked, refused = fence._ARCHES["x86_64"]
+    checked = {**checked, **fence._SCHEDULING["x86_64"]}
     values = list(range(1000, 1000 + fence._MAX_PROTECTED))  # none a call number
     program = fence._program(arch, checked, (*refused, *fence._BY_PIDFD), values,
-                             fence._OWN["x86_64"], 4321)
+                             fence._OWN["x86_64"], 4321, fence._WHOLE_USER["x86_64"])
     assert all(0 <= jt <= 255 for _, jt, _, _ in program)
     compared = [k for code, _, _, k in program if code == fence._JEQ]
     for value in values:
