@@ -130,7 +130,7 @@ def _run(args: argparse.Namespace, clean_base: Path) -> int:
     differ = []
     try:
         for n, case in enumerate(cases):
-            verdicts = {}
+            verdicts, said = {}, {"clean": "", "faulty": ""}
             for name, adapter in (("clean", clean), ("faulty", faulty)):
                 start = time.perf_counter()
                 try:  # as pytest's mktemp: in the run's base folder, made once
@@ -141,14 +141,15 @@ def _run(args: argparse.Namespace, clean_base: Path) -> int:
                 outcome = run_case(adapter, case, bases[name] / str(n), settings)
                 spent[name] += time.perf_counter() - start
                 verdicts[name] = outcome.status.value
+                said[name] = outcome.message[:300]
             if n == 0:
                 print(f"first case {case.id}: clean {verdicts['clean']}, "
                       f"faulty {verdicts['faulty']} (its own verdict is not compared)")
                 continue
             counts[verdicts["clean"]] += 1
             if verdicts["clean"] != verdicts["faulty"]:
-                differ.append(f"{case.id}: clean {verdicts['clean']}, after the faults "
-                              f"{verdicts['faulty']}")
+                differ.append(f"{case.id}: clean {verdicts['clean']} ({said['clean']}), after "
+                              f"the faults {verdicts['faulty']} ({said['faulty']})")
     finally:
         clean.stop()
         faulty.stop()
