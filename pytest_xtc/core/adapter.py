@@ -40,6 +40,9 @@ class Probe:
     reason: str = ""
     versions: Mapping[str, str] = field(default_factory=dict)
     device: str = ""  # identity of the device used, when there is one
+    #: The probe itself raised (or its process failed): no finding about this machine but
+    #: an error of the run; its target's cases are infrastructure errors, not skips.
+    raised: bool = False
 
     @property
     def can_compile(self) -> bool:
@@ -196,7 +199,8 @@ class TargetAdapter(ABC):
             try:
                 cached = self.probe()
             except Exception as exc:
-                cached = Probe(Tier.UNAVAILABLE, f"probe raised {type(exc).__name__}: {exc}")
+                cached = Probe(Tier.UNAVAILABLE, f"probe raised {type(exc).__name__}: {exc}",
+                               raised=True)
             self._status = cached
         return cached
 

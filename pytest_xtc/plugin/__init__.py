@@ -109,3 +109,13 @@ def pytest_configure(config: pytest.Config) -> None:
     from pytest_xtc.plugin import session
 
     session.configure(config)
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    """One line where the cases cannot be confined to their folders (no Landlock here)."""
+    if not uses_xtc(config) or config.getoption("xtc_no_isolation", False):
+        return None
+    from pytest_xtc.core.workers import confinement
+
+    why = confinement.available()
+    return None if why is None else f"pytest-xtc: {why}"

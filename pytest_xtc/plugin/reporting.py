@@ -163,8 +163,11 @@ class Reporter:
         if outcome is not None:
             record: dict[str, Any] = dict(outcome)
         elif key is not None and (report.failed or report.skipped):
-            # The case ended without an outcome (a setup error, a timeout...).
-            status = "skipped" if report.skipped else "failed"
+            # The case ended without an outcome (a setup error, a timeout...). An error
+            # in pytest's own set-up (its temporary folder gone, a full disk, a fixture)
+            # is the machinery's: an infrastructure error, never the target's failure.
+            status = "skipped" if report.skipped else \
+                "error" if report.when == "setup" else "failed"
             message = str(report.longreprtext).strip().splitlines()[-1:] or [""]
             record = {
                 "target": key[0],

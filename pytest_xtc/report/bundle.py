@@ -87,7 +87,12 @@ def _ours(path: Path, name: str) -> bool:
     if name in SUBDIRS:
         return (path / name).is_dir()
     written = name in FILES or name == UNFINISHED
-    return (written or any(atomic.is_temp(name, f) for f in FILES)) and (path / name).is_file()
+    return (written or _temp(name)) and (path / name).is_file()
+
+
+def _temp(name: str) -> bool:
+    """A temporary file of this tool's (a run killed while writing it leaves it)."""
+    return any(atomic.is_temp(name, f) for f in (*FILES, UNFINISHED))
 
 
 def foreign(path: Path) -> str | None:
@@ -134,7 +139,7 @@ def prepare(path: Path) -> None:
     path.mkdir(parents=True, exist_ok=True)
     atomic.write_text(path / UNFINISHED, UNFINISHED_TEXT)
     for name in os.listdir(path):
-        if name in FILES or any(atomic.is_temp(name, f) for f in FILES):
+        if name in FILES or _temp(name):
             (path / name).unlink(missing_ok=True)
 
 
@@ -234,6 +239,9 @@ def _load(path: Path) -> tuple[Report, list[CaseRecord], list[str]]:
             f"incomplete bundle, {MANIFEST} missing (the run ended "
             "before writing it: killed?); rerun it"
         )
+    if os.path.lexists(path / UNFINISHED):
+        raise BundleError(f"unfinished bundle ({UNFINISHED} is still there: the run ended "
+                          "while writing it, killed?); rerun it to replace it")
     problems = []
     manifest = _read_manifest(path)
     for form in FORMATS:

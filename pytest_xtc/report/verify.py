@@ -71,6 +71,24 @@ def _target_problems(report: Report, fresh: Report, target: str) -> list[str]:
     return problems
 
 
+#: The phases a record names when the machinery, not the target, ended its case: pytest's
+#: own set-up (its temporary folder gone, a full disk, a fixture that raised).
+MACHINERY_PHASES = ("pytest-setup",)
+
+
+def machinery_problems(records: list[CaseRecord]) -> list[str]:
+    """Records claiming ``failed`` (a verdict on the target) for a case whose phase says
+    the machinery failed: such a case is an infrastructure error, never the target's."""
+    wrong = [r for r in records if r.status == "failed" and r.phase in MACHINERY_PHASES]
+    if not wrong:
+        return []
+    first = wrong[0]
+    more = f" and {len(wrong) - 1} more" if len(wrong) > 1 else ""
+    return [f"{RESULTS}: {first.target} {first.case}{more} claimed failed in phase "
+            f"{first.phase}, where the machinery failed, not the target (an infrastructure "
+            "error)"]
+
+
 def check(report: Report, records: list[CaseRecord]) -> list[str]:
     """Internal consistency: results vs report, recomputed counts and verdicts,
     completeness against the recorded case set."""
@@ -81,6 +99,7 @@ def check(report: Report, records: list[CaseRecord]) -> list[str]:
         return [f"{REPORT}: malformed ({why})"]
     problems = [f"{RESULTS}: results for target {t} which the report lacks"
                 for t in sorted({r.target for r in records} - set(report.targets))]
+    problems += machinery_problems(records)
     problems += _report_problems(report, fresh)
     for target in report.targets:
         problems += _target_problems(report, fresh, target)

@@ -462,3 +462,40 @@ def test_a_fifo_named_as_an_onnx_model_is_refused_at_once(
     assert status == 3 and len(said) == 1, said
     assert str(named) in said[0] and "FIFO" in said[0], said
     assert not out.exists()
+
+
+# -- names -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("where", "name", "said"), [
+    ("name", "mm\0x", "NUL (U+0000, character 3)"),
+    ("name", "mm/../x", "'/' (U+002F, character 3)"),
+    ("name", "mm\nx", "'\\n' (U+000A, character 3)"),
+    ("schedule", "tiled\x1b[2J", "'\\x1b' (U+001B, character 6)"),
+    ("file", "mm\x07.yaml", "'\\x07' (U+0007, character 3)"),
+], ids=["nul-in-name", "separator-in-name", "newline-in-name", "escape-in-schedule",
+        "bell-in-file-name"])
+def test_a_name_holding_a_control_character_or_a_separator_is_refused_at_load(
+        tmp_path: Path, where: str, name: str, said: str) -> None:
+    """Before, a case named with a NUL loaded and its cases FAILED against the target
+    (MLIR: "unknown escape in string literal")."""
+    data = matmul()
+    if where == "name":
+        data["name"] = name
+    elif where == "schedule":
+        data["schedules"] = {name: []}
+    path = tmp_path / (name if where == "file" else "case.yaml")
+    path.write_text(yaml.safe_dump(data))
+    message = fast(lambda: cases.load_case_paths([path]), CaseFileError, said)
+    assert str(path) in message or repr(str(path)) in message, message
+    if where != "file":
+        assert f": {'schedules' if where == 'schedule' else 'name'}: " in message, message
+
+
+def test_ordinary_names_still_load(tmp_path: Path) -> None:
+    data = matmul()
+    data["name"], data["schedules"] = "mm_ok-1.2 é", {"tiled-1": []}
+    path = tmp_path / "ok case-1.yaml"
+    path.write_text(yaml.safe_dump(data))
+    loaded = cases.load_case_paths([path])
+    assert loaded and all(c.id.startswith("mm_ok-1.2 é-") for c in loaded), loaded

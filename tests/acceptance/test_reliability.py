@@ -298,3 +298,31 @@ def test_a_second_writer_of_one_report_directory_is_refused(pytester) -> None:
         assert "another run is writing this bundle now" in result.stderr.str()
     finally:
         lock.release()
+
+
+def test_no_lock_file_is_left_and_a_link_where_one_was_is_not_followed(pytester) -> None:
+    """The writer's lock is a ``flock`` of the bundle directory itself: nothing is left
+    beside it (before, ``.bundle.xtc-lock`` stayed in the parent after every run) and a
+    link at the old lock's name is neither followed nor written through (before, the
+    run ended in an INTERNALERROR traceback, status 3)."""
+    target = pytester.path / "elsewhere" / "victim"
+    (pytester.path / ".linked.xtc-lock").symlink_to(target)
+    for name in ("bundle", "linked"):
+        result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--xtc-target=host",
+                                               f"--xtc-report={name}", "--co")
+        assert result.ret == pytest.ExitCode.OK, result.stderr.str()
+        assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    assert sorted(p.name for p in pytester.path.iterdir() if "xtc-lock" in p.name) == [
+        ".linked.xtc-lock"]  # the link, left as it was; no lock file made
+    assert not target.parent.exists()
+
+
+def test_a_report_directory_that_is_a_link_is_a_one_line_error(pytester) -> None:
+    (pytester.path / "real").mkdir()
+    (pytester.path / "bundle").symlink_to(pytester.path / "real")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--xtc-target=host",
+                                           "--xtc-report=bundle", "--co")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in result.stderr.str().splitlines() if "ERROR" in line]
+    assert len(errors) == 1 and "not a directory" in errors[0], result.stderr.str()
+    assert "Traceback" not in result.stderr.str()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import unicodedata
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,7 @@ class CaseFileError(ValueError):
 
 def read(path: Path) -> dict[str, Any]:
     """The validated top-level mapping of a case file."""
+    check_file_name(path)
     text = _text(path)
     _refuse_aliases(path, text)
     try:
@@ -94,7 +96,7 @@ def _check(path: Path, data: Mapping[str, Any]) -> None:
         _name(data["name"], "name", fail)
     _graph(data, fail)
     if data.get("schedule_node") is not None:
-        _name(data["schedule_node"], "schedule_node", fail)
+        _name(data["schedule_node"], "schedule_node", fail, separators=False)
     schedules = data.get("schedules")
     if schedules is not None:
         if not isinstance(schedules, dict) or not schedules:
@@ -123,9 +125,32 @@ def _check(path: Path, data: Mapping[str, Any]) -> None:
         _source(data["source"], fail)
 
 
-def _name(value: Any, key: str, fail: Any) -> None:
+def _name(value: Any, key: str, fail: Any, separators: bool = True) -> None:
     if not isinstance(value, str) or not value or len(value) > MAX_NAME:
         raise fail(key, f"expected a name (text, 1 to {MAX_NAME} characters), got {value!r:.60}")
+    bad = odd_character(value, separators)
+    if bad is not None:
+        raise fail(key, f"the name {value!r:.60} holds {bad}; a name takes no control "
+                        f"character{' or path separator' if separators else ''}")
+
+
+def odd_character(text: str, separators: bool = True) -> str | None:
+    """The first character of ``text`` that no name may hold, said in words (a control
+    character, NUL among them, a line separator, or with ``separators`` a path
+    separator), or None. Such a name reaches file names, MLIR and report lines."""
+    for at, char in enumerate(text, 1):
+        if unicodedata.category(char) in ("Cc", "Zl", "Zp") or (separators and char in "/\\"):
+            what = "NUL" if char == "\0" else repr(char)
+            return f"{what} (U+{ord(char):04X}, character {at})"
+    return None
+
+
+def check_file_name(path: Path) -> None:
+    """Refuse a case file whose name holds a control character or a path separator."""
+    bad = odd_character(path.name)
+    if bad is not None:
+        raise CaseFileError(f"{str(path)!r}: the file name holds {bad}; rename the file "
+                            "(a case file's name takes no control character)")
 
 
 def _choices(value: Any, key: str, allowed: tuple[str, ...], fail: Any) -> None:

@@ -9,7 +9,7 @@ case file is loaded) or from XTC's loop nest (when the case is compiled).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 #: Primitives whose first argument names existing loops; those that make loops (their
@@ -27,6 +27,12 @@ PARALLEL_ONLY = {
     "vectorize": "XTC's vectorize takes inner parallel axes only",
 }
 
+
+#: Where a primitive takes its ``root`` (a split's segment: ``./lo``), by position.
+ROOT_AT = {"split": 2, "strip_mine": 2, "tile": 2, "interchange": 1, "vectorize": 1,
+           "external_at": 2, "parallelize": 1, "unroll": 1, "buffer_at": 2, "pack_at": 4,
+           "fuse_producer_at": 2, "fuse_consumer_at": 1, "distribute": 2,
+           "distributed_buffer_at": 3}
 
 INVALID_CASE = "invalid case (the schedule, not the target)"
 
@@ -48,10 +54,29 @@ class Loops:
     of: Mapping[str, str]
     dims: tuple[str, ...]
     reductions: frozenset[str]
+    #: the roots a step may name: the node's (``.``) and the segments its splits made
+    #: (``./lo``, ``./lo/a``...); XTC's scheduler raises KeyError for any other
+    roots: frozenset[str] = frozenset({"."})
 
     @classmethod
     def of_node(cls, node: str, dims: Sequence[str], reductions: Sequence[str]) -> Loops:
         return cls(node, {d: d for d in dims}, tuple(dims), frozenset(reductions))
+
+    def _rooted(self, primitive: str, args: Sequence[Any], step: str) -> Loops:
+        """InvalidSchedule when the step names a root no split made; after a split, its
+        segments are roots too."""
+        at = ROOT_AT.get(primitive)
+        if at is None:
+            return self
+        root = args[at] if len(args) > at else "."
+        if not isinstance(root, str) or root not in self.roots:
+            raise InvalidSchedule(
+                f"node {self.node}: step {step} names root {root!r}, which no split made "
+                f"(roots: {', '.join(sorted(self.roots))})")
+        if primitive == "split" and len(args) > 1 and isinstance(args[1], Mapping):
+            made = {f"{root}/{segment}" for segment in args[1]}
+            return replace(self, roots=self.roots | made)
+        return self
 
     def after(self, primitive: str, args: Sequence[Any]) -> Loops:
         """The loops after ``primitive(*args)``; InvalidSchedule when the step breaks a
@@ -59,11 +84,14 @@ class Loops:
         below 1, an interchange naming a loop twice)."""
         step = f"{primitive}{tuple(args)!r}"
         check_factors(primitive, args, f"node {self.node}: step {step}")
+        return self._rooted(primitive, args, step)._step(primitive, args, step)
+
+    def _step(self, primitive: str, args: Sequence[Any], step: str) -> Loops:
         if primitive == "set_dims" and args:  # renames the node's dimensions, in order
             names = [str(n) for n in args[0]]
             dims = self.dims if len(names) == len(self.dims) else tuple(names)
             return Loops(self.node, dict(zip(names, dims, strict=True)), tuple(names),
-                         self.reductions)
+                         self.reductions, self.roots)
         if primitive not in USES_LOOPS or not args:
             return self
         named = args[0]
@@ -85,7 +113,7 @@ class Loops:
                                   f"{kinds}: {PARALLEL_ONLY[primitive]}")
         if primitive in MAKES_LOOPS and len(args) > 1 and isinstance(args[1], Mapping):
             made = {str(n): self.of[names[0]] for n in args[1]}
-            return Loops(self.node, {**self.of, **made}, self.dims, self.reductions)
+            return Loops(self.node, {**self.of, **made}, self.dims, self.reductions, self.roots)
         return self
 
 

@@ -153,7 +153,7 @@ class IsolatedAdapter(TargetAdapter):
         try:
             probe: Probe = self._ask("probe", limit=self.limits.probe)
         except AdapterFailure as exc:
-            return Probe(Tier.UNAVAILABLE, str(exc))
+            return Probe(Tier.UNAVAILABLE, str(exc), raised=self.broken is None)
         return probe
 
     def status(self) -> Probe:

@@ -80,6 +80,10 @@ def run_case(
     outcome.traits = Traits.of(case).to_dict()
     if probe.tier is Tier.UNAVAILABLE:
         outcome.message = f"{adapter.name}: {probe.reason}"
+        if probe.raised:  # no finding about this machine: an error of the run
+            outcome.status = Status.ERROR
+            outcome.message = f"{adapter.name}: its probe failed, an error of the run: " \
+                              f"{probe.reason}"
         return outcome
     if case.schedule.refused:  # XTC's own strategy could not make this schedule
         return _end(outcome, Status.NOT_SUPPORTED, Phase.CAPABILITIES, case.schedule.refused)

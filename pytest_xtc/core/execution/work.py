@@ -34,7 +34,7 @@ from pytest_xtc.core.cases.schedule_rules import INVALID_CASE, InvalidSchedule
 from pytest_xtc.core.execution import guard, placement
 from pytest_xtc.core.execution.settings import Settings
 from pytest_xtc.core.outcome import Failure, FailureKind, Phase
-from pytest_xtc.core.workers import interrupts, transfer
+from pytest_xtc.core.workers import confinement, interrupts, transfer
 from pytest_xtc.core.workers.serving import TRANSFER
 
 LOCK_DIR_ENV = "XTC_LOCK_DIR"
@@ -104,15 +104,34 @@ def is_infrastructure(exc: BaseException, phase: str) -> bool:
     )
 
 
+def lock_folder() -> Path:
+    """Where the device locks are: ``XTC_LOCK_DIR``, else the temporary folder's
+    ``pytest-xtc-locks`` (the session's: a case worker pins it before its own private
+    temporary folder replaces the session's, :func:`confine`)."""
+    return Path(os.environ.get(LOCK_DIR_ENV) or Path(tempfile.gettempdir()) / "pytest-xtc-locks")
+
+
 def device_lock(key: str | None) -> AbstractContextManager[Any]:
     """A cross-process lock for one physical device (``filelock``); none for ``None``."""
     if key is None:
         return nullcontext()
     from filelock import FileLock
 
-    folder = Path(os.environ.get(LOCK_DIR_ENV) or Path(tempfile.gettempdir()) / "pytest-xtc-locks")
+    folder = lock_folder()
     folder.mkdir(parents=True, exist_ok=True)
     return FileLock(str(folder / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', key)}.lock"))
+
+
+def confine(adapter: TargetAdapter, request: WorkRequest) -> None:
+    """In a case worker, before the case's code runs: the case writes only its own folder
+    (:mod:`~pytest_xtc.core.workers.confinement`), and its device's lock folder."""
+    shared = []
+    if adapter.lock_key() is not None:
+        folder = lock_folder()
+        folder.mkdir(parents=True, exist_ok=True)
+        os.environ[LOCK_DIR_ENV] = str(folder)  # the session's, whatever TMPDIR becomes
+        shared.append(folder)
+    confinement.enter(request.workdir, request.settings.keep_worker, shared)
 
 
 @dataclass
@@ -237,6 +256,8 @@ def target_work(
     done = Work()
     phase = Phase.COMPILE
     try:
+        if in_worker:
+            confine(adapter, request)
         start = time.perf_counter()
         artifact = adapter.compile(case, workdir)
         done.compile_s = time.perf_counter() - start

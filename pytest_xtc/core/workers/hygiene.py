@@ -117,6 +117,11 @@ def _cwd() -> str:
         return "gone"
 
 
+#: Variables a case worker sets for each case itself (its private temporary folder, the
+#: session's lock folder: :mod:`confinement`), left out of the environment compared.
+CONFINED_ENV = frozenset({"TMPDIR", "TMP", "TEMP", "XTC_LOCK_DIR"})
+
+
 def fingerprint() -> dict[str, object]:
     """The process state a case could leave to the next one, as comparable values."""
     return {
@@ -126,7 +131,8 @@ def fingerprint() -> dict[str, object]:
             signal.getitimer(getattr(signal, t)) != (0.0, 0.0) for t in _TIMERS
         ),
         "recursion limit": sys.getrecursionlimit(),
-        "environment": tuple(sorted(os.environ.items())),
+        "environment": tuple(sorted((k, v) for k, v in os.environ.items()
+                                    if k not in CONFINED_ENV)),
         "working directory": _cwd(),
         "standard streams": (tuple(_fd(n) for n in (0, 1, 2)),
                              id(sys.stdin), id(sys.stdout), id(sys.stderr)),

@@ -39,48 +39,34 @@ in flight (a pytest-timeout, Ctrl-C) ends the child before it propagates.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import itertools
 import os
-import select
-import signal
 import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from pytest_xtc.core.limits import check_limit
-from pytest_xtc.core.outcome import Failure, FailureKind
-from pytest_xtc.core.workers import fence, interrupts, prefault, template, transfer, unpickling
-from pytest_xtc.core.workers.children import Child, ChildFailure, available, how_it_ended, spawn
+from pytest_xtc.core.workers import fence, prefault, template, transfer
+from pytest_xtc.core.workers.children import Child, ChildFailure, available
 from pytest_xtc.core.workers.containment import kill_tree, reap_dying
-from pytest_xtc.core.workers.hygiene import process_state
 from pytest_xtc.core.workers.output import OutputTail
+from pytest_xtc.core.workers.replies import REFUSED, Following
 from pytest_xtc.core.workers.serving import ACK, TRANSFER, Handler, HandlerError, Message, Report
+from pytest_xtc.core.workers.spares import LEARN_FROM, Spares, _workers, live_children
 from pytest_xtc.core.workers.template import TemplateChanged
 
 __all__ = ["REFUSED", "TRANSFER", "ChildFailure", "Handler", "HandlerError", "Report", "Worker",
            "available", "call_isolated", "check_limit"]
 
 T = TypeVar("T")
-OUTPUT_TAIL = 800  # characters of the child's last output quoted in a failure
-TRANSFER_S = 300.0  # its limit, a backstop: a GiB moves in about a second
-INTERRUPT_S = 0.25  # how often a wait looks for a Ctrl-C swallowed elsewhere
-MAX_FRAME = 256 << 20  # the largest reply frame taken (inline buffers are under 64 KiB)
-REFUSED = "sent a reply that is not one"  # how a child that wrote anything else ended
-#: Phase reports one call may make: each starts its phase's clock, so a child reporting
-#: without end (a kernel writing reports) would never time out.
-MAX_REPORTS = 256
-#: The first fresh children whose touched memory an ``ahead`` worker reads
-#: (:meth:`Worker._learn`); what all of them touched is faulted in ahead.
-LEARN_FROM = 2
 
 
 _ids = itertools.count(1)
 
 
-class Worker:
+class Worker(Spares, Following):
     """A forked child running ``handler(request, report)`` for each request sent.
 
     After a death, a timeout, an interruption or a change of its state, the child is
@@ -238,7 +224,7 @@ class Worker:
             except OSError:  # the child died between requests
                 raise ChildFailure(first_phase, *self._death(first_phase, pid)) from None
             with contextlib.suppress(OSError):  # the last calls' children, killed: reaped
-                reap_dying(known=_live_children())  # while this one works, not before
+                reap_dying(known=live_children())  # while this one works, not before
             meanwhile, self._meanwhile = self._meanwhile, None  # once, whatever the tries
             if meanwhile is not None:
                 meanwhile()
@@ -313,64 +299,6 @@ class Worker:
             if not self.defer_next:
                 self.prepare_next()
 
-    def prepare_next(self) -> None:
-        """Fork the next call's child now, unless one waits or a child lives: a fresh
-        worker between calls, so that the next call does not wait for the fork. Called
-        after a call's child is killed (or by the owner, with ``defer_next``: the last
-        call's child is killed first, its teardown no longer delaying the owner's reply).
-        An ``ahead`` worker's is forked earlier, during the call (:meth:`_fork_ahead`):
-        one is made here only where that fork failed."""
-        if self._retiring:
-            self._retire()
-        if not self.fresh or self.pid:
-            return
-        with contextlib.suppress(TemplateChanged):  # the next call forks and says it
-            self._add_spare()
-
-    def _fork_ahead(self, settled: template.Reachable) -> None:
-        """The next call's child, forked once this call's child reported its first phase
-        (it has its request and runs), on the free core while the call runs. Its case's
-        processes may change this process's scheduling meanwhile (limits they cannot: the
-        fence) and the child would inherit it: it serves only if its own is still
-        ``settled``, this process's before the request was sent (else it exits,
-        :data:`serving.REACHED`, and the next call forks another)."""
-        with contextlib.suppress(Exception):  # the next call forks its own and says why
-            self._add_spare(settled)
-
-    def _add_spare(self, settled: template.Reachable | None = None) -> None:
-        """Fork the next call's child (:meth:`_fork`), unless one waits already."""
-        if not self._spares:
-            self._spares.append(self._fork(settled))
-            _workers[id(self)] = self  # its spares are stopped with it at exit
-
-    def _learn(self) -> None:
-        """Read what the call's child touched (it lives still); once the first
-        :data:`LEARN_FROM` children said, what all of them touched is faulted in ahead by
-        every spare forked after (one hostile case alone cannot make them all do more)."""
-        self._seen.append(prefault.learn(self.pid, self._heap))
-        if len(self._seen) == LEARN_FROM:
-            self._plan = prefault.Plan.of(self._seen)
-
-    def _fork(self, settled: template.Reachable | None = None) -> Child:
-        """A new child, forked once this process's limits, CPUs and priority are back to
-        what they were (a case's process may have lowered them from outside); it checks
-        its scheduling against ``settled`` (default: this process's at the fork) before
-        it serves."""
-        self._restored += tuple(template.restore(self._reachable))
-        learned = self.ahead and len(self._seen) < LEARN_FROM
-        return spawn(self.handler, self.memory_limit, self.clean, self._plan, settled, learned)
-
-    def _check_template(self) -> None:
-        """After a call: raise back what the call's processes lowered in this one, at once
-        (the reply's way out needs it too; pytest's own work, for a host's); what cannot
-        be spoils it (``spoiled``)."""
-        if self.owner != os.getpid():
-            return
-        try:
-            self._restored += tuple(template.restore(self._reachable))
-        except TemplateChanged as exc:
-            self.spoiled = str(exc)
-
     def _stopped_elsewhere(self, pid: int) -> bool:
         """Whether another thread stopped the child ``pid`` this thread was waiting on."""
         return self.pid != pid and self._stopper not in (None, threading.get_ident())
@@ -403,141 +331,6 @@ class Worker:
             self._close()
         self.pid = 0
 
-    def _start(self) -> None:
-        self._stopper = None
-        spare = None
-        while spare is None and self._spares:
-            spare = self._spares.pop(0)
-            if not _usable(spare):  # stopped or ended from outside
-                _discard(spare)
-                spare = None
-        if spare is None:
-            spare = self._fork()
-        if self.log is not None:
-            self.log.close()
-        self.pid, self.owner = spare.pid, spare.owner
-        self.requests, self.replies, self.lifeline = spare.requests, spare.replies, spare.lifeline
-        self.log, self._heap = spare.log, spare.heap
-        _workers[id(self)] = self
-
-    def _drop_spare(self) -> None:
-        spares, self._spares = self._spares, []
-        for spare in spares:
-            if spare.owner == os.getpid():
-                _discard(spare)
-
-    def _watch(
-        self,
-        ident: int,
-        limits: Mapping[str, float],
-        on_phase: Report | None,
-        packed: transfer.Packed,
-        pid: int,
-        replies: int,
-        settled: template.Reachable | None = None,
-    ) -> Message:
-        """Follow the child ``pid``'s phase reports under their limits until its reply.
-        Each phase is timed from when the child sent its report (``Message.at``, the
-        machine's monotonic clock), however late this process reads it. Once the child
-        reports its first phase (it runs: it holds a core), the next call's child is forked
-        when ``settled`` is given (:meth:`_fork_ahead`)."""
-        phase, buffer, reports = TRANSFER, bytearray(), 0
-        since, arrived = self._sent_at, False  # when the last message left (or the request)
-        if on_phase is not None:
-            on_phase(phase)
-        deadline = since + limits.get(phase, TRANSFER_S)
-        while True:
-            if self.pid != pid:  # stopped by another thread: its pipes are closed
-                raise ChildFailure(phase, *self._death(phase, pid))
-            remaining = deadline - time.perf_counter()
-            if remaining <= 0:
-                raise self._timeout(phase, limits.get(phase, TRANSFER_S))
-            ready, _, _ = select.select([replies], [], [], min(remaining, INTERRUPT_S))
-            interrupts.check()  # a Ctrl-C swallowed elsewhere still ends the wait
-            if not ready:
-                continue
-            chunk = os.read(replies, 1 << 20)
-            if not chunk:  # the child is gone without a result
-                raise ChildFailure(phase, *self._death(phase, pid))
-            buffer += chunk
-            while len(buffer) >= 8:
-                size = int.from_bytes(buffer[:8], "little")
-                if size > MAX_FRAME:  # a reply is small: its arrays come by shared memory
-                    raise self._refused(phase, f"a frame of {size} bytes announced (a reply "
-                                               f"takes at most {MAX_FRAME >> 20} MiB)")
-                if len(buffer) < 8 + size:
-                    break
-                try:
-                    message = transfer.unpack(bytes(buffer[8 : 8 + size]), sender=pid)
-                except unpickling.Unreadable as exc:
-                    raise self._refused(phase, str(exc)) from None
-                del buffer[: 8 + size]
-                if not isinstance(message, Message):
-                    raise self._refused(phase, f"a {type(message).__name__} sent as a message")
-                if message.id != ident:  # a stale reply: never this call's
-                    continue
-                sent = message.at if isinstance(message.at, float) else since
-                now = min(max(since, sent), time.perf_counter())  # a NaN: since
-                if message.kind != "phase":
-                    if phase == TRANSFER:  # reported as the handler returned: the reply's way
-                        self.moved_s += now - since
-                    return message
-                if not arrived:  # the child's first report: its inputs are in place
-                    self.moved_s, arrived = self.moved_s + now - since, True
-                    self._begun = True
-                packed.close()  # the child has its inputs
-                reports += 1  # each report starts a new clock: a bounded number of them
-                if reports > MAX_REPORTS:
-                    raise self._refused(phase, f"more than {MAX_REPORTS} phase reports in "
-                                               "one call (a worker makes a handful)")
-                phase, since = str(message.value), now
-                if phase not in limits and phase != TRANSFER:
-                    raise ChildFailure(phase, f"the child reported an unknown phase {phase!r}")
-                deadline = now + limits.get(phase, TRANSFER_S)
-                if on_phase is not None:
-                    on_phase(phase)
-                if settled is not None:
-                    self._fork_ahead(settled)
-                    settled = None
-
-    def _refused(self, phase: str, why: str) -> ChildFailure:
-        """The child wrote into its reply pipe what no worker sends (a kernel may write
-        anything there): it is ended, and nothing it sent is believed."""
-        self.stop()
-        cause = f"{REFUSED}: {why}"
-        return ChildFailure(phase, f"{phase}: the worker {cause}{self._tail()}", cause,
-                            FailureKind(Failure.EXCEPTION, "UnreadableReply"))
-
-    def _timeout(self, phase: str, seconds: float) -> ChildFailure:
-        self.stop()
-        limit = f"{seconds:g} s"
-        tail = self._tail()
-        text = f"timed out: {phase} exceeded its {limit} limit{tail}"
-        return ChildFailure(phase, text, f"timed out after {limit}{tail}",
-                            FailureKind(Failure.TIMEOUT))
-
-    def _death(self, phase: str, pid: int) -> tuple[str, str, FailureKind]:
-        """The child ``pid`` died: kill what is left of its group, reap it, say how it
-        died. When this process already stopped it (another thread), nothing is killed:
-        ``killpg(0)`` would end this process's own group, pytest with it."""
-        stopped = "stopped: this process ended the worker (the session is ending)"
-        if pid <= 0 or pid != self.pid or self.owner != os.getpid():
-            return f"{phase}: {stopped}", stopped, FailureKind(Failure.SIGNAL, "SIGKILL")
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, signal.SIGKILL)
-        try:
-            _, status = os.waitpid(pid, 0)
-        except ChildProcessError:  # reaped by a stop() in another thread
-            return f"{phase}: {stopped}", stopped, FailureKind(Failure.SIGNAL, "SIGKILL")
-        self._forget()
-        cause, kind = how_it_ended(status)
-        tail = self._tail()
-        return f"crashed during {phase}: {cause}{tail}", cause + tail, kind
-
-    def _tail(self) -> str:
-        """The child's last output (bounded: :mod:`output`), to quote after its end."""
-        text = "" if self.log is None else self.log.tail(OUTPUT_TAIL)
-        return f"; last output: {text}" if text else ""
 
 
 def call_isolated(fn: Callable[[], T], limit_s: float, what: str) -> T:
@@ -552,33 +345,3 @@ def call_isolated(fn: Callable[[], T], limit_s: float, what: str) -> T:
         worker.stop()
 
 
-_workers: dict[int, Worker] = {}
-
-
-def _discard(spare: Child) -> None:
-    """Kill a child forked ahead (reaped later) and close this process's ends of it."""
-    kill_tree(spare.pid, reap=False)
-    spare.close()
-
-
-def _usable(spare: Child) -> bool:
-    """Whether a child forked ahead is this process's, alive and not stopped."""
-    return spare.owner == os.getpid() and process_state(spare.pid) in ("R", "S", "D")
-
-
-def _live_children() -> set[int]:
-    """The children this process's workers serve or hold ready (never reaped here)."""
-    me = os.getpid()
-    found = set()
-    for worker in list(_workers.values()):
-        if worker.owner == me and worker.pid:
-            found.add(worker.pid)
-        found.update(spare.pid for spare in worker._spares if spare.owner == me)
-    return found
-
-
-@atexit.register
-def _stop_all() -> None:
-    for worker in list(_workers.values()):
-        worker.stop()
-    reap_dying(block=True)

@@ -75,6 +75,8 @@ class _Checked(pickle.Unpickler):
 def allowed(module: str, name: str) -> Any:
     """The global ``module.name`` when a reply may refer to it (looked up in a module
     already imported); else :class:`Unreadable`."""
+    if (module, name) == ("builtins", "getattr"):  # an enum's member by name (Python 3.12)
+        return _member
     found = _lookup(module, name)
     if (module, name) in _PLAIN or (module, name) in _REBUILDERS:
         return found
@@ -82,6 +84,16 @@ def allowed(module: str, name: str) -> Any:
         return found
     raise Unreadable(f"refers to {module}.{name}, outside what a reply holds (a function, "
                      "a module or a class with behaviour)")
+
+
+def _member(owner: Any, name: Any) -> Any:
+    """``getattr(owner, name)`` as a reply may use it: a member of an enum (the enum
+    itself taken by :func:`allowed`), looked up among its members; nothing else."""
+    if isinstance(owner, type) and issubclass(owner, enum.Enum) and isinstance(name, str) \
+            and name in owner.__members__:
+        return owner.__members__[name]
+    raise Unreadable(f"refers to builtins.getattr of {getattr(owner, '__name__', owner)!r:.60}"
+                     f", {name!r:.60}, not a member of an enum")
 
 
 def _lookup(module: str, name: str) -> Any:

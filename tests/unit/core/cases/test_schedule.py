@@ -206,6 +206,11 @@ def test_a_parallelized_reduction_is_refused_at_load_naming_file_schedule_and_st
     ([{"unroll": [{"j": -2}]}], "j is -2"),
     ([{"interchange": [["i", "i", "k"]]}], "names loop i twice"),
     ([{"tile": ["x", {"x1": 2}]}], "names unknown loop x (loops: i, j, k)"),
+    # a root no split made: XTC's scheduler raised KeyError './lo' at compile, a FAILED
+    # case against the target
+    ([{"tile": ["j", {"j1": 4}], "root": "./lo"}], "names root './lo', which no split made"),
+    ([{"split": ["i", {"a": 0, "b": 1}]}, {"interchange": [["a", "b"]]},
+      {"tile": ["j", {"j1": 4}], "root": "./lo"}], "(roots: ., ./a, ./b)"),
 ])
 def test_a_schedule_breaking_a_precondition_is_refused_at_load(
     tmp_path: Path, steps: list, says: str
@@ -227,6 +232,24 @@ def test_an_unknown_loop_on_an_op_without_declared_loops_is_an_invalid_case(
     assert outcome.status is Status.INVALID and outcome.phase == Phase.SCHEDULE
     assert outcome.message.startswith(schedule_rules.INVALID_CASE)
     assert "node R: step tile('q', {'q1': 4}) names unknown loop q" in outcome.message
+
+
+def test_a_root_no_split_made_on_an_op_without_declared_loops_is_an_invalid_case(
+    tmp_path: Path,
+) -> None:
+    """Checked at compile, against XTC's loop nest (relu declares no loops): an invalid
+    case, never a failure of the target (before: KeyError './lo' in XTC's scheduler,
+    FAILED)."""
+    path = case_file(
+        tmp_path, "rooted", [tensor("%0", [8, 16]), tensor("%1", [16, 8])],
+        [node("%2", "matmul", ["%0", "%1"], "C"), node("%3", "relu", ["%2"], "R")],
+        schedules={"bad": [{"node": "R"}, {"tile": ["i", {"i1": 4}], "root": "./lo"}]},
+        values=["random"],
+    )
+    (case,) = load_case_file(path)
+    outcome = run_case(HostTarget(TargetSpec("host", "host")), case, tmp_path / "w", IN_PROCESS)
+    assert outcome.status is Status.INVALID and outcome.phase == Phase.SCHEDULE, outcome.message
+    assert "names root './lo', which no split made" in outcome.message
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

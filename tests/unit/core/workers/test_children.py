@@ -90,9 +90,13 @@ def signal_siblings(number):
 
 def renice_siblings():
     """Lower the priority of every other child of this process's parent (the worker
-    forked ahead for the next case: its niceness is not the fence's to keep)."""
+    forked ahead for the next case, born after this one's fence: its niceness is not the
+    fence's to keep; those born before are refused)."""
     for pid in siblings():
-        os.setpriority(os.PRIO_PROCESS, pid, 15)
+        try:
+            os.setpriority(os.PRIO_PROCESS, pid, 15)
+        except PermissionError:
+            pass
 
 
 def forge_reply(function, args):

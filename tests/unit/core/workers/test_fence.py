@@ -70,6 +70,8 @@ FAULTS = {
     "writes-into-the-sessions-memory": "open(f'/proc/{SESSION}/mem', 'r+b')",
     "opens-the-sessions-output": "os.open(f'/proc/{SESSION}/fd/1', os.O_WRONLY)",
     "kills-a-neighbour": "os.kill(NEIGHBOUR, signal.SIGKILL)",
+    # renices, idles, pins the session, lowers its I/O priority, renices the user's all
+    "reschedules-the-session": "reschedule(SESSION)",
 }
 LANDLOCK_ONLY = {"writes-into-the-sessions-memory", "opens-the-sessions-output",
                  "kills-a-neighbour"}
@@ -82,6 +84,41 @@ from pytest_xtc.targets.host import HostTarget
 
 SESSION = int(os.environ["FENCE_TEST_SESSION"])
 NEIGHBOUR = int(os.environ["FENCE_TEST_NEIGHBOUR"])
+
+
+def reschedule(pid):
+    """Every scheduling call on ``pid``: PermissionError when each was refused."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    number = {"x86_64": 251, "aarch64": 30}[os.uname().machine]
+
+    def ioprio_set(which, who):
+        if libc.syscall(number, which, who, (3 << 13) | 7) != 0:  # IOPRIO_CLASS_IDLE
+            raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+
+    calls = {
+        "setpriority": lambda: os.setpriority(os.PRIO_PROCESS, pid, 19),
+        "sched_setscheduler": lambda: os.sched_setscheduler(pid, os.SCHED_IDLE,
+                                                            os.sched_param(0)),
+        "sched_setparam": lambda: os.sched_setparam(pid, os.sched_param(0)),
+        "sched_setaffinity": lambda: os.sched_setaffinity(pid, {min(os.sched_getaffinity(0))}),
+        "ioprio_set": lambda: ioprio_set(1, pid),
+        # a user with no process: the kernel's answer (ESRCH) harms no one
+        "setpriority of a user": lambda: os.setpriority(os.PRIO_USER, 65533, 19),
+        "ioprio_set of a user": lambda: ioprio_set(3, 65533),
+    }
+    done = []
+    for name, call in calls.items():
+        try:
+            call()
+            done.append(name)
+        except PermissionError:
+            pass
+        except OSError as exc:
+            done.append(f"{name} ({exc.strerror})")
+    if done:
+        raise RuntimeError(f"not refused: {', '.join(done)}")
+    raise PermissionError(1, "Operation not permitted: every scheduling call refused")
 
 
 class Target(HostTarget):
@@ -115,7 +152,13 @@ def open_files(pid):
         return next(line.split()[3] for line in limits if line.startswith("Max open files"))
 
 
+def scheduling():
+    return (os.getpriority(os.PRIO_PROCESS, 0), os.sched_getscheduler(0),
+            sorted(os.sched_getaffinity(0)))
+
+
 neighbours_limit = open_files(neighbour)
+scheduled = scheduling()
 here, mode, ids = Path(sys.argv[1]), sys.argv[2], sys.argv[3:]
 sys.path.insert(0, str(here))
 limit = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -143,7 +186,8 @@ kept = alive and open_files(neighbour) == neighbours_limit
 os.kill(neighbour, signal.SIGKILL)
 keeper.wait()
 print(json.dumps({"verdicts": verdicts, "limit kept": resource.getrlimit(
-    resource.RLIMIT_NOFILE) == limit, "neighbour alive": alive, "neighbour's limit kept": kept}))
+    resource.RLIMIT_NOFILE) == limit, "neighbour alive": alive, "neighbour's limit kept": kept,
+    "scheduling kept": scheduling() == scheduled}))
 '''
 
 
@@ -166,7 +210,8 @@ def session(tmp_path: Path, fault: str, mode: str) -> dict[str, object]:
 #: Landlock left out (as on a kernel before 6.12); landlock-refused: its domain refused
 RUNS = [(fault, mode) for fault in sorted(FAULTS) for mode in ("hosted", "forked")]
 RUNS += [(fault, mode) for fault in sorted(FAULTS) if fault not in LANDLOCK_ONLY
-         for mode in ("seccomp-alone", "landlock-refused")]
+         for mode in ("seccomp-alone", "landlock-refused")
+         if (fault, mode) != ("reschedules-the-session", "landlock-refused")]  # seccomp's
 
 
 @pytest.mark.parametrize(("fault", "mode"), RUNS)
@@ -184,6 +229,7 @@ def test_a_kernel_cannot_reach_its_session(tmp_path: Path, fault: str, mode: str
         assert verdicts[case] == ["passed", ""], (fault, case, verdicts[case])
     assert ran["limit kept"], fault
     assert ran["neighbour alive"] and ran["neighbour's limit kept"], fault
+    assert ran["scheduling kept"], fault
 
 
 def test_what_is_protected_and_what_is_not() -> None:
@@ -207,9 +253,10 @@ def test_the_filter_reaches_every_value_it_is_given() -> None:
     """BPF jumps reach 255 instructions: each refusal jumps to a return close by, so the
     program holds for the most values it is given, and each value is compared."""
     arch, checked, refused = fence._ARCHES["x86_64"]
+    checked = {**checked, **fence._SCHEDULING["x86_64"]}
     values = list(range(1000, 1000 + fence._MAX_PROTECTED))  # none a call number
     program = fence._program(arch, checked, (*refused, *fence._BY_PIDFD), values,
-                             fence._OWN["x86_64"], 4321)
+                             fence._OWN["x86_64"], 4321, fence._WHOLE_USER["x86_64"])
     assert all(0 <= jt <= 255 for _, jt, _, _ in program)
     compared = [k for code, _, _, k in program if code == fence._JEQ]
     for value in values:
@@ -227,6 +274,10 @@ resource.prlimit(os.getpid(), resource.RLIMIT_NOFILE, (soft - 2, hard))
 helper = subprocess.Popen(["sleep", "60"])
 os.kill(helper.pid, 0)
 os.killpg(0, signal.SIGCONT)  # its own group
+os.setpriority(os.PRIO_PROCESS, 0, 1)  # its own scheduling, by 0 and by its pid
+os.setpriority(os.PRIO_PROCESS, os.getpid(), 2)
+os.sched_setaffinity(os.getpid(), os.sched_getaffinity(0))
+os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
 helper.kill()
 helper.wait()
 helper = subprocess.Popen(["sleep", "60"])
@@ -239,6 +290,7 @@ except PermissionError:
 helper.kill()
 helper.wait()
 print(json.dumps({"limit": resource.getrlimit(resource.RLIMIT_NOFILE)[0] == soft - 2,
+                  "nice": os.getpriority(os.PRIO_PROCESS, 0),
                   "helper": helper.returncode, "by pidfd": by_pidfd}))
 """
 
@@ -249,5 +301,5 @@ def test_what_a_case_keeps(refused_here: str | None) -> None:
     done = subprocess.run([sys.executable, "-c", KEPT], capture_output=True, text=True,
                           timeout=60, check=True)
     kept = json.loads(done.stdout)
-    assert kept["limit"] and kept["helper"] == -9
+    assert kept["limit"] and kept["helper"] == -9 and kept["nice"] >= 2
     assert kept["by pidfd"] == ("refused" if refused_here else "done")

@@ -534,9 +534,9 @@ def test_faulty_kernels_leave_every_other_verdict_as_a_clean_run(
 
 STOPPED_WHILE_WAITED = """
 import sys, threading, time, types
-from pytest_xtc.core.workers import isolation
+from pytest_xtc.core.workers import isolation, replies
 if sys.argv[1:] == ["late"]:  # the waiting thread reads only after the stop closed the pipes
-    select = isolation.select.select
+    select = replies.select.select
 
     def late(*args):
         ready = select(*args)
@@ -544,7 +544,7 @@ if sys.argv[1:] == ["late"]:  # the waiting thread reads only after the stop clo
             time.sleep(1.0)
         return ready
 
-    isolation.select = types.SimpleNamespace(select=late)
+    replies.select = types.SimpleNamespace(select=late)
 worker = isolation.Worker(lambda request, report: time.sleep(30))
 worker.start()
 found = []

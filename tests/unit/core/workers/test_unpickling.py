@@ -88,3 +88,19 @@ def test_plain_values_take_no_global_at_all() -> None:
 def test_a_truncated_stream_is_unreadable_not_an_error_of_another_kind() -> None:
     with pytest.raises(unpickling.Unreadable, match="not a reply"):
         unpickling.loads(pickle.dumps(replies()[0], protocol=5)[:40])
+
+
+def test_an_enum_member_pickled_by_name_comes_through() -> None:
+    """Python 3.11's first releases (and 3.12) pickle an enum member as
+    ``getattr(Tier, 'EXECUTE')``: before, every probe of such a Python read "sent a reply
+    that is not one: refers to builtins.getattr" and its target was skipped."""
+    probe = Probe(Tier.EXECUTE, "", {}, "cpu")
+    by_name = pickle.dumps(Message("result", Payload(getattr, Tier, "EXECUTE"), 1), protocol=5)
+    assert unpickling.loads(by_name).value is Tier.EXECUTE
+    assert unpickling.loads(pickle.dumps(probe, protocol=5)) == probe
+
+
+@pytest.mark.parametrize("name", ["mro", "__class__", "_missing_", "EXECUTE "])
+def test_getattr_of_anything_but_an_enums_member_is_refused(name: str) -> None:
+    with pytest.raises(unpickling.Unreadable, match=r"builtins\.getattr .*not a member"):
+        unpickling.loads(pickle.dumps(Payload(getattr, Tier, name), protocol=5))
