@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 
 from pytest_xtc.report.parts.model import Report
 from pytest_xtc.report.parts.records import CaseRecord
-from pytest_xtc.report.render.page.sections import shown_status
+from pytest_xtc.report.render.page.sections import FAILING, shown_status
 from pytest_xtc.report.render.page.style import esc, status_class, status_sort
 from pytest_xtc.report.render.text import human_time
 
@@ -94,13 +94,20 @@ def _seconds(value: object) -> str:
     return _cell(found, human_time(found) if found is not None else "-")
 
 
+def _case(record: CaseRecord, status: str) -> str:
+    """The case id; a link to its entry among the failures where it has one."""
+    if status not in (*FAILING, "waived", "xfailed"):
+        return esc(record.case)
+    return f'<a href="#f-{esc(record.key)}">{esc(record.case)}</a>'
+
+
 def row(record: CaseRecord, status: str) -> str:
     perf: Mapping[str, object] = record.perf or {}
     median, ratio = _number(perf.get("median_s")), _number(perf.get("time_vs_numpy"))
     worst = float("inf") if record.worst_ratio == "inf" else _number(record.worst_ratio)
     key = " ".join([record.target, record.case, status, record.phase or ""]).lower()
     return (f'<tr data-status="{esc(status)}" data-key="{esc(key)}">'
-            f"<td>{esc(record.target)}</td><td class=mono>{esc(record.case)}</td>"
+            f"<td>{esc(record.target)}</td><td class=mono>{_case(record, status)}</td>"
             f'<td><span class="{status_class(status)}">{esc(status)}</span></td>'
             f"<td>{esc(record.phase or '-')}</td>"
             + _seconds(record.compile_s) + _seconds(record.run_s) + _seconds(record.duration)

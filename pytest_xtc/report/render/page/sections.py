@@ -170,7 +170,8 @@ def failures(report: Report) -> list[str]:
             lines.append(f'<details{opened} data-target="{esc(name)}" data-status="{esc(status)}">'
                          f"<summary>{esc(name)}: {len(found)} {esc(status)}</summary>")
             for record in found:
-                lines.append(f'<div class="fail"><b class="mono">{esc(record.key)}</b>'
+                lines.append(f'<div class="fail" id="f-{esc(record.key)}">'
+                             f'<b class="mono">{esc(record.key)}</b>'
                              f' <span class="{status_class(status)}">{esc(status)}</span>'
                              f" in {esc(record.phase or '?')}")
                 if record.message:
