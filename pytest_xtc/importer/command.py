@@ -118,7 +118,7 @@ def _one(path: Path, args: argparse.Namespace, sizes: dict[str, int], prefix: st
         raise ModelError(f"{path}: no node XTC can express ({len(skipped)} nodes "
                          f"not imported: {reasons or 'the graph is empty'})")
     found = Imported(model.name, skipped=[(s.op, s.reason) for s in skipped],
-                     notes=[f"{path}: {note}" for note in model.notes])
+                     notes=list(model.notes))
     for index, group in enumerate(writer.distinct(layers), 1):
         name, data = writer.case_file(model.name, index, group)
         found.files.append((prefix + name, data))

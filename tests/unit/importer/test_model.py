@@ -20,6 +20,7 @@ from onnx import TensorProto, helper  # noqa: E402
 
 from pytest_xtc import cli  # noqa: E402
 from pytest_xtc.importer import folding  # noqa: E402
+from pytest_xtc.importer import model as model_module  # noqa: E402
 from pytest_xtc.importer.model import case_prefix, load  # noqa: E402
 from tests.support import onnx_models  # noqa: E402
 
@@ -93,21 +94,36 @@ def test_input_dimensions_still_demanded(tmp_path: Path) -> None:
 
 
 def test_a_shape_inference_error_while_folding_is_said(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
     """Folding reinfers shapes with the folded values; when ONNX refuses that graph, the
-    model still loads and the refusal is kept as a note, not dropped."""
-    path = onnx_models.save(onnx_models.chains(), tmp_path, "m")
-    calls = []
+    model still imports with the shapes known before, and the command prints ONNX's
+    message as a note (it was dropped silently)."""
+    net = onnx_models.Net(4)  # a Pad whose pads a Constant node gives: one node folded
+    net.nodes.append(helper.make_node("Constant", [], ["pads"], name="pads",
+                                      value_ints=[0, 0, 1, 1, 0, 0, 1, 1]))
+    y = net.op("Relu", [net.op("Pad", ["x", "pads"], "pad")], "relu")
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 5, 5])
+    path = onnx_models.save(net.model("padded", [x], y, [1, 3, 7, 7]), tmp_path, "m")
+    real = model_module._infer
+    calls: list[int] = []
 
-    def refuse(proto: Any) -> Any:
-        calls.append(proto)
-        raise ValueError("m.onnx: ONNX shape inference fails: [ShapeInferenceError] boom")
+    def refuse_after_folding(where: Path, proto: Any) -> Any:
+        calls.append(1)
+        if len(calls) > 1:  # the first inference is the model's own; then folding's
+            raise model_module.ModelError(f"{where}: ONNX shape inference fails: boom")
+        return real(where, proto)
 
-    model = load(path, {})
-    monkeypatch.setattr(folding, "fold", lambda model: 1)  # a node newly folded
+    monkeypatch.setattr(model_module, "_infer", refuse_after_folding)
     monkeypatch.setattr(folding, "_unknown_after_folded", lambda model: True)
-    folding.fold_all(model, onnx.load(str(path)), refuse)
-    assert calls and any("boom" in note for note in model.notes), model.notes
+    loaded = load(path, {})
+    assert len(calls) == 2 and loaded.notes == [
+        f"shape inference after constant folding failed, the shapes known before kept: "
+        f"{path}: ONNX shape inference fails: boom"]
+    calls.clear()
+    code, out, err = run(["import", str(path), "--out", str(tmp_path / "cases")], capsys)
+    assert code == 0, err
+    assert "\nnote: shape inference after constant folding failed" in out and "boom" in out
 
 
 def test_long_model_names_stay_apart() -> None:
