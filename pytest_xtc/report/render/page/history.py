@@ -92,7 +92,7 @@ def _verdicts(bundles: Sequence[Loaded]) -> list[str]:
     return table(header, rows)
 
 
-def _row(key: tuple[str, str], bundles: Sequence[Loaded], seen: list[dict[tuple[str, str], str]],
+def _row(key: tuple[str, str], seen: list[dict[tuple[str, str], str]],
          timed: list[dict[tuple[str, str], float]]) -> str:
     target, case = key
     marks = [s.get(key) for s in seen]
@@ -138,7 +138,7 @@ def render(bundles: Sequence[Loaded]) -> str:
              f'</select></label> <span id="shown" class="muted">{len(keys)} cases</span></div>',
              '<div class="scroll"><table id="cases" class="cases"><thead><tr>'
              + "".join(f'<th scope="col">{esc(h)}</th>' for h in head) + "</tr></thead><tbody>",
-             *(_row(k, bundles, seen, timed) for k in keys), "</tbody></table></div>",
+             *(_row(k, seen, timed) for k in keys), "</tbody></table></div>",
              "<p class=muted>last/first: the last bundle's median over the first's that timed "
              "the case (above 1: slower). A median alone is no comparison: xtc-conformance diff "
              "tests two bundles against their noise.</p>",
