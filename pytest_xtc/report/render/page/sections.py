@@ -76,8 +76,8 @@ def verdicts(report: Report) -> list[str]:
             cells.append(f'<span class="verdict v-{word.replace(" ", "-")}" title="{esc(why)}">'
                          f"{esc(word)}</span>")
         counts = entry.counts or {}
-        cells += [f'<span class="{_count_class(s, name in filtered)}">{counts.get(s, 0)}</span>'
-                  for s in columns]
+        cells += [f'<span class="{_count_class(s, name in filtered, counts.get(s, 0))}">'
+                  f"{counts.get(s, 0)}</span>" for s in columns]
         rows.append(cells)
     lines += table(header, rows, numeric=len(columns))
     for name, entry in report.targets.items():
@@ -98,8 +98,9 @@ def _missing_label(filtered: set[str], report: Report) -> str:
     return "not selected" if filtered == set(report.targets) else "missing / not selected"
 
 
-def _count_class(status: str, filtered: bool) -> str:
-    return "skip" if status == "missing" and filtered else status_class(status)
+def _count_class(status: str, filtered: bool, count: int) -> str:
+    """A count's colour: its status's, grey for 0 and for a filtered run's missing."""
+    return "skip" if not count or (status == "missing" and filtered) else status_class(status)
 
 
 def matrix(name: str, entry: Target) -> list[str]:
