@@ -65,6 +65,13 @@ def trend_svg(values: Sequence[float | None]) -> str:
             f'<polyline points="{line}" fill="none" stroke="#0969da" stroke-width="1.5"/></svg>')
 
 
+def _count(status: str, count: int, filtered: bool) -> str:
+    """A status count; a filtered run's missing cases are "not selected", in grey."""
+    if status == "missing" and filtered:
+        return f'<span class="skip">{count} not selected</span>'
+    return f'<span class="{status_class(status)}">{count} {esc(status)}</span>'
+
+
 def _verdicts(bundles: Sequence[Loaded]) -> list[str]:
     targets = sorted({t for b in bundles for t in b.report.targets})
     header = ["bundle", "started", "results", *map(esc, targets)]
@@ -85,7 +92,8 @@ def _verdicts(bundles: Sequence[Loaded]) -> list[str]:
                     shown.append(f'{esc(profile)}: <span class="verdict v-{word.replace(" ", "-")}"'
                                  f">{esc(word)}</span>")
             counts = entry.counts or {}
-            shown.append(", ".join(f'<span class="{status_class(s)}">{counts[s]} {esc(s)}</span>'
+            filtered = any(r.filters for r in found.report.runs_of(name))
+            shown.append(", ".join(_count(s, counts[s], filtered)
                                    for s in status_sort(counts) if counts[s]))
             cells.append("<br>".join(shown))
         rows.append(cells)
