@@ -1,12 +1,10 @@
 """``xtc-conformance``: list targets, run a certification, verify, merge and compare
 bundles, and prove the suite's own power (``selftest``).
 
-Exit status: one table for every subcommand (:mod:`pytest_xtc.exit_status`, shown by
-``--help``): 0 done, 1 verdict no, 2 usage, 3 bad input, 4 internal. ``run`` gives 1 when a
-target is not conformant (with or without waivers) to a claimed profile (``--profile``,
-default core; "not applicable" fails too; a shard counts when nothing but its being one
-shard stands against it) or the bundle does not certify. ``diff`` gives 1 when its ``--fail-on``
-condition holds.
+Exit status: one table (:mod:`pytest_xtc.exit_status`, shown by ``--help``). ``run`` gives 1
+when a target is not conformant to a claimed profile (``--profile``, default core; "not
+applicable" fails; a shard counts when only its being one shard stands against it) or the
+bundle does not certify; ``diff`` when its ``--fail-on`` condition holds.
 """
 
 from __future__ import annotations
@@ -24,7 +22,7 @@ from pytest_xtc.core.adapters import declcache, registry
 from pytest_xtc.exit_status import TABLE as EXIT_TABLE
 from pytest_xtc.exit_status import Exit
 from pytest_xtc.importer import command as importer
-from pytest_xtc.report import bundle, diff, merge, verify
+from pytest_xtc.report import bundle, diff, history, merge, verify
 from pytest_xtc.report.parts.model import Report
 from pytest_xtc.report.parts.records import CaseRecord
 from pytest_xtc.report.render.text import visible
@@ -243,12 +241,16 @@ def build_parser() -> argparse.ArgumentParser:
                         help="where the case files go (default: DIR/shrunk)")
     importer.add_parser(sub)
     diff.add_parser(sub)
+    history.add_parser(sub)
+    for choice in sub._choices_actions:  # each subcommand's --help opens with its line
+        found = sub.choices[choice.dest]
+        found.description = (found.description or choice.help or "").replace("`", "")
     return parser
 
 
 def description() -> str:
-    """The module docstring's first paragraph, whole."""
-    return " ".join((__doc__ or "").split("\n\n")[0].split())
+    """The module docstring's first paragraph, whole, without its RST markup."""
+    return " ".join((__doc__ or "").split("\n\n")[0].replace("``", "").split())
 
 
 def version_text() -> str:
@@ -326,6 +328,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_coverage()
         if args.command == "diff":
             return diff.main(args)
+        if args.command == "history":
+            return history.main(args)
         if args.command == "merge-runs":
             return cmd_merge_runs(args)
         return cmd_merge(args)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import shlex
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -73,6 +74,7 @@ class Imported:
     files: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     rows: list[list[Any]] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
 
 def _models(path: Path, name: str | None) -> list[Path]:
@@ -115,7 +117,8 @@ def _one(path: Path, args: argparse.Namespace, sizes: dict[str, int], prefix: st
         reasons = "; ".join(sorted({f"{s.op}: {s.reason}" for s in skipped})[:4])
         raise ModelError(f"{path}: no node XTC can express ({len(skipped)} nodes "
                          f"not imported: {reasons or 'the graph is empty'})")
-    found = Imported(model.name, skipped=[(s.op, s.reason) for s in skipped])
+    found = Imported(model.name, skipped=[(s.op, s.reason) for s in skipped],
+                     notes=list(model.notes))
     for index, group in enumerate(writer.distinct(layers), 1):
         name, data = writer.case_file(model.name, index, group)
         found.files.append((prefix + name, data))
@@ -167,13 +170,15 @@ def run(args: argparse.Namespace) -> int:
                 row[1] += (f"; over the budget: needs {need / 2**20:,.0f} MiB of "
                            f"{budget / 2**20:,.0f} MiB, pytest skips it")
         print(table.format_report(one.name, [tuple(r) for r in one.rows], one.skipped))
+        for note in one.notes:
+            print(f"note: {note}")
     if zoo:
         print(_total(done, failed, over))
     for problem in failed:
         print(f"xtc-conformance: {problem}", file=sys.stderr)
-    flag = "" if budget == DEFAULT_MAX_CASE_BYTES else f" --xtc-max-case-bytes={budget}"
-    print(f"wrote {len(files)} case files to {args.out}: pytest --xtc-target=host "
-          f"--xtc-cases={args.out} --xtc-only-cases{flag}"
+    line = ["pytest", "--xtc-target=host", f"--xtc-cases={args.out}", "--xtc-only-cases"]
+    line += [] if budget == DEFAULT_MAX_CASE_BYTES else [f"--xtc-max-case-bytes={budget}"]
+    print(f"wrote {len(files)} case files to {args.out}: {shlex.join(line)}"
           + (f" ({over} over the budget: skipped)" if over else ""))
     return 3 if failed else 0  # bad input: some models could not be read
 

@@ -42,7 +42,9 @@ def fold_all(model: Model, proto: Any, infer: Callable[[Any], Shapes]) -> None:
             return
         try:
             found, elem_types = infer(_with_folded(proto, model))
-        except ValueError:  # ModelError: what folding gave ONNX refuses; keep what we have
+        except ValueError as exc:  # ModelError: what folding gave ONNX refuses
+            model.notes.append(f"shape inference after constant folding failed, the shapes "
+                               f"known before kept: {exc}")
             return
         learned = {k: v for k, v in found.items() if v is not None and
                    model.shapes.get(k) is None}

@@ -1,9 +1,12 @@
 """Reading an ONNX model: refused with one line when it is not a readable, known, complete
-model; symbolic dimensions fixed by ``--dim``; every tensor's shape from ONNX's own shape
-inference."""
+model; the symbolic dimensions of its inputs fixed by ``--dim``, every other tensor's shape
+(the outputs' too, however an exporter named their dimensions) from ONNX's own shape
+inference. Weights in external data files (PyTorch's default export) are read from the
+model's folder, wherever the command runs."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections import defaultdict
 from collections.abc import Mapping
@@ -49,6 +52,7 @@ class Model:
     consumers: dict[str, list[Any]] = field(default_factory=lambda: defaultdict(list))
     producers: dict[str, Any] = field(default_factory=dict)
     outputs: set[str] = field(default_factory=set)
+    notes: list[str] = field(default_factory=list)  # what the import could not do, said
 
     def shape(self, name: str) -> tuple[int, ...]:
         shape = self.shapes.get(name)
@@ -87,9 +91,11 @@ def load(path: Path, dims: Mapping[str, int], name: str | None = None,
     from pytest_xtc.importer import folding
     proto = _read(path)
     _check_versions(path, proto)
-    _check_external_data(path, proto)
+    external = _check_external_data(path, proto)
     try:
-        onnx.checker.check_model(proto)
+        # external data is looked up next to the model only when the checker reads the
+        # model from its path (given the proto, it looks in the working directory)
+        onnx.checker.check_model(str(path.resolve()) if external else proto)
     except onnx.checker.ValidationError as exc:
         raise ModelError(f"{path}: not a valid ONNX model: {one_line(exc)}") from None
     _fix_dims(path, proto, dims, other_dims)
@@ -123,9 +129,19 @@ def shapes(graph: Any) -> tuple[dict[str, tuple[int, ...] | None], dict[str, int
     return found, elem_types
 
 
+#: The longest case-name prefix; a longer name keeps its first letters and a digest.
+PREFIX_LENGTH = 40
+
+
 def case_prefix(text: str) -> str:
-    """``text`` as a case-name prefix: letters, digits and underscores, 1 to 40."""
-    return re.sub(r"[^A-Za-z0-9_]+", "_", text).strip("_")[:40] or "model"
+    """``text`` as a case-name prefix: letters, digits and underscores, 1 to 40; a longer
+    one cut to 33 and ended with 6 hex digits of its SHA-256 (two long names that share
+    their first 40 letters stay apart)."""
+    found = re.sub(r"[^A-Za-z0-9_]+", "_", text).strip("_") or "model"
+    if len(found) <= PREFIX_LENGTH:
+        return found
+    digest = hashlib.sha256(found.encode()).hexdigest()[:6]
+    return f"{found[:PREFIX_LENGTH - 7].rstrip('_')}_{digest}"
 
 
 def _read(path: Path) -> Any:
@@ -163,12 +179,15 @@ def _check_versions(path: Path, proto: Any) -> None:
                              "(pip install -U onnx) or export with an older opset")
 
 
-def _check_external_data(path: Path, proto: Any) -> None:
-    """Every external data file exists inside the model's folder and holds its bytes."""
+def _check_external_data(path: Path, proto: Any) -> bool:
+    """Every external data file exists inside the model's folder and holds its bytes;
+    whether the model has any."""
     folder = path.resolve().parent
+    external = False
     for tensor in _tensors(proto.graph):
         if tensor.data_location != onnx.TensorProto.EXTERNAL:
             continue
+        external = True
         info = {e.key: e.value for e in tensor.external_data}
         where = (folder / info.get("location", "")).resolve()
         if not where.is_relative_to(folder) or where == folder:
@@ -181,6 +200,7 @@ def _check_external_data(path: Path, proto: Any) -> None:
         if end > where.stat().st_size:
             raise ModelError(f"{path}: external data {info['location']} is shorter than "
                              f"tensor {tensor.name!r} needs ({end} bytes); copy it again")
+    return external
 
 
 def _tensors(graph: Any) -> list[Any]:
@@ -194,18 +214,26 @@ def _tensors(graph: Any) -> list[Any]:
     return found
 
 
+def _symbolic(infos: Any) -> set[str]:
+    return {d.dim_param for v in infos for d in v.type.tensor_type.shape.dim
+            if d.HasField("dim_param")}
+
+
 def _fix_dims(path: Path, proto: Any, dims: Mapping[str, int], other_dims: bool) -> None:
-    """Symbolic dimensions replaced by ``dims``; ModelError naming those left open."""
+    """Symbolic dimensions replaced by ``dims``; ModelError naming those of the graph's
+    inputs left open. Other symbolic dimensions without a size (an output's
+    ``Relu_out_dim_0``, as TorchScript exports name them) are left to shape inference."""
     graph = proto.graph
+    weights = {t.name for t in graph.initializer}
+    given = [i for i in graph.input if i.name not in weights]
     infos = [*graph.input, *graph.output, *graph.value_info]
-    symbolic = {d.dim_param for v in infos for d in v.type.tensor_type.shape.dim
-                if d.HasField("dim_param")}
+    symbolic = _symbolic(infos)
     unknown = sorted(set(dims) - symbolic)
     if unknown and not other_dims:
         named = ", ".join(sorted(symbolic)) or "none"
         raise ModelError(f"{path}: --dim {unknown[0]}: the model has no dimension of that "
                          f"name (its symbolic dimensions: {named})")
-    missing = sorted(symbolic - set(dims))
+    missing = sorted(_symbolic(given) - set(dims))
     if missing:
         how = " ".join(f"--dim {name}=N" for name in missing)
         raise ModelError(f"{path}: symbolic dimensions without a size: {', '.join(missing)}; "
@@ -213,7 +241,10 @@ def _fix_dims(path: Path, proto: Any, dims: Mapping[str, int], other_dims: bool)
     for info in infos:
         for dim in info.type.tensor_type.shape.dim:
             if dim.HasField("dim_param"):
-                dim.dim_value = dims[dim.dim_param]
+                if dim.dim_param in dims:
+                    dim.dim_value = dims[dim.dim_param]
+                else:
+                    dim.ClearField("dim_param")  # inferred from the inputs
 
 
 def _model(path: Path, proto: Any, inferred: Any, name: str) -> Model:

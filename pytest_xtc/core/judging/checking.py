@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from pytest_xtc.core.cases import values
 from pytest_xtc.core.judging.reference import Reference
+from pytest_xtc.core.judging.wrong_map import wrong_map
 
 
 @dataclass
@@ -28,6 +30,7 @@ class Mismatch:
     bitwise: bool = False  # data movement: compared bit for bit
     got_bits: str = ""
     expected_bits: str = ""
+    wrong_map: dict[str, Any] | None = None  # where the wrong elements lie (wrong_map.py)
 
     def describe(self) -> str:
         head = f"output {self.output}: {self.exceeding} of {self.size} elements exceed the bound"
@@ -145,6 +148,7 @@ def compare(
                 bitwise=exact_bits,
                 got_bits=_bits(out[where]) if show_bits else "",
                 expected_bits=_bits(_narrowed(expected, out.dtype)[where]) if show_bits else "",
+                wrong_map=wrong_map(name, bad),
             )
         )
     return result

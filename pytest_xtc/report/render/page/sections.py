@@ -12,6 +12,7 @@ from typing import Any
 from pytest_xtc.core.cases.identity import test_id
 from pytest_xtc.report.parts.model import Report, Target
 from pytest_xtc.report.parts.records import CaseRecord
+from pytest_xtc.report.render.page.pictures import pictures
 from pytest_xtc.report.render.page.style import (
     cell_class,
     esc,
@@ -30,13 +31,13 @@ FOLD = 50
 def table(header: Sequence[str], rows: Sequence[Sequence[str]], numeric: int = 0) -> list[str]:
     """A table of already-escaped cells; the last ``numeric`` columns right-aligned."""
     head = "".join(f"<th>{h}</th>" for h in header)
-    lines = [f"<table><thead><tr>{head}</tr></thead><tbody>"]
+    lines = [f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>']
     for row in rows:
         first = len(row) - numeric
         cells = "".join(f'<td class="n">{c}</td>' if i >= first else f"<td>{c}</td>"
                         for i, c in enumerate(row))
         lines.append(f"<tr>{cells}</tr>")
-    return [*lines, "</tbody></table>"]
+    return [*lines, "</tbody></table></div>"]
 
 
 def shown_status(record: CaseRecord, entry: Target) -> str:
@@ -58,7 +59,9 @@ def verdicts(report: Report) -> list[str]:
     counted = sorted({k for e in report.targets.values() for k, n in (e.counts or {}).items()
                       if n})
     columns = status_sort(counted)
-    header = ["target", "tier", "device", *(esc(p) for p in PROFILES), *map(esc, columns)]
+    filtered = {n for n in report.targets if any(r.filters for r in report.runs_of(n))}
+    header = ["target", "tier", "device", *(esc(p) for p in PROFILES),
+              *(_missing_label(filtered, report) if c == "missing" else esc(c) for c in columns)]
     rows = []
     for name, entry in report.targets.items():
         cells = [f'<b id="t-{esc(name)}">{esc(name)}</b>', esc(entry.tier),
@@ -73,7 +76,8 @@ def verdicts(report: Report) -> list[str]:
             cells.append(f'<span class="verdict v-{word.replace(" ", "-")}" title="{esc(why)}">'
                          f"{esc(word)}</span>")
         counts = entry.counts or {}
-        cells += [f'<span class="{status_class(s)}">{counts.get(s, 0)}</span>' for s in columns]
+        cells += [f'<span class="{_count_class(s, name in filtered, counts.get(s, 0))}">'
+                  f"{counts.get(s, 0)}</span>" for s in columns]
         rows.append(cells)
     lines += table(header, rows, numeric=len(columns))
     for name, entry in report.targets.items():
@@ -84,6 +88,19 @@ def verdicts(report: Report) -> list[str]:
             lines += [f"<li>{esc(p)}: {esc(r)}</li>" for p, r in reasons]
             lines.append("</ul></details>")
     return lines
+
+
+def _missing_label(filtered: set[str], report: Report) -> str:
+    """The header of the required cases with no result: "not selected" where every
+    target's run was filtered (-k, --xtc-case...), "missing" where none was."""
+    if not filtered:
+        return "missing"
+    return "not selected" if filtered == set(report.targets) else "missing / not selected"
+
+
+def _count_class(status: str, filtered: bool, count: int) -> str:
+    """A count's colour: its status's, grey for 0 and for a filtered run's missing."""
+    return "skip" if not count or (status == "missing" and filtered) else status_class(status)
 
 
 def matrix(name: str, entry: Target) -> list[str]:
@@ -103,7 +120,7 @@ def matrix(name: str, entry: Target) -> list[str]:
     ops = sorted({o for o, _, _ in cells})
     header = ["op", *(f"{esc(d)}<br><span class=muted>{esc(p)}</span>" for d, p in columns),
               "all"]
-    lines = [f'<table class="matrix" data-target="{esc(name)}"><thead><tr>'
+    lines = [f'<div class="scroll"><table class="matrix" data-target="{esc(name)}"><thead><tr>'
              + "".join(f"<th>{h}</th>" for h in header) + "</tr></thead><tbody>"]
     for op in ops:
         row = [f"<th>{esc(op)}</th>"]
@@ -114,7 +131,7 @@ def matrix(name: str, entry: Target) -> list[str]:
             row.append(_cell(found))
         row.append(_cell(total))
         lines.append("<tr>" + "".join(row) + "</tr>")
-    return [*lines, "</tbody></table>"]
+    return [*lines, "</tbody></table></div>"]
 
 
 def _cell(counts: Mapping[str, int]) -> str:
@@ -154,11 +171,13 @@ def failures(report: Report) -> list[str]:
             lines.append(f'<details{opened} data-target="{esc(name)}" data-status="{esc(status)}">'
                          f"<summary>{esc(name)}: {len(found)} {esc(status)}</summary>")
             for record in found:
-                lines.append(f'<div class="fail"><b class="mono">{esc(record.key)}</b>'
+                lines.append(f'<div class="fail" id="f-{esc(record.key)}">'
+                             f'<b class="mono">{esc(record.key)}</b>'
                              f' <span class="{status_class(status)}">{esc(status)}</span>'
                              f" in {esc(record.phase or '?')}")
                 if record.message:
                     lines.append(f"<pre>{esc_block(record.message[:4000])}</pre>")
+                lines += pictures(record)
                 lines.append(f"rerun: <code>{esc(rerun_line(report, name, record))}</code></div>")
             lines.append("</details>")
     return lines or ["<p>No case failed.</p>"]
@@ -185,19 +204,39 @@ def coverage(report: Report) -> list[str]:
     return table(["op family", "cases", "pairs covered", "all-pairs", "values (cases)"], rows)
 
 
+def _facts(facts: Sequence[tuple[str, Any]]) -> list[str]:
+    """Name-value rows; a value that is a mapping (packages, devices) a table of its own."""
+    rows = []
+    for key, value in facts:
+        if value is None:
+            continue
+        if isinstance(value, Mapping):
+            inner = [[esc(k), f"<span class=mono>{esc(v)}</span>"] for k, v in
+                     sorted(value.items(), key=lambda kv: str(kv[0]))]
+            shown = "\n".join(table(["name", "value"], inner)) if inner else "-"
+        elif isinstance(value, (list, tuple)):
+            shown = "<br>".join(f"<span class=mono>{esc(v)}</span>" for v in value) or "-"
+        else:
+            shown = f"<span class=mono>{esc(value)}</span>"
+        rows.append([esc(key), shown])
+    return table(["", ""], rows)
+
+
 def environment(report: Report) -> list[str]:
-    """Per run: when, how long, the command, the system; per target its versions."""
+    """Per run: when, how long, the command, the system (each mapping a table); per target
+    its versions."""
     lines = []
     for i, run in enumerate(report.runs, 1):
-        facts = [("started", run.started), ("duration", f"{run.duration_s:.1f} s"
-                  if run.duration_s is not None else None),
-                 ("command", " ".join(run.command.argv) if run.command else None),
+        took = f"{run.duration_s:.1f} s" if run.duration_s is not None else None
+        facts: list[tuple[str, object]] = [("started", run.started), ("duration", took),
+                 ("command", shlex.join(run.command.argv) if run.command else None),
                  ("seed", run.settings.seed), ("strict", run.settings.strict),
-                 ("filters", "; ".join(run.filters) or "none"),
+                 ("filters", list(run.filters) or "none"),
                  ("interrupted", run.interrupted or "no"), ("exit status", run.exit_status)]
-        facts += [(key, str(value)) for key, value in sorted(run.system.items())]
-        rows = [[esc(k), f"<span class=mono>{esc(v)}</span>"] for k, v in facts if v is not None]
-        lines += [f"<h3>Run {i}</h3>", *table(["", ""], rows)]
-    rows = [[esc(n), esc(", ".join(f"{k} {v}" for k, v in e.versions.items()) or "-"),
+        facts += sorted(run.system.items())
+        lines += [f"<h3>Run {i}</h3>", *_facts(facts)]
+    rows = [[esc(n), "\n".join(table(["package", "version"],
+                                      [[esc(k), esc(v)] for k, v in e.versions.items()]))
+             if e.versions else "-",
              esc((e.adapter or {}).get("distribution", "-"))] for n, e in report.targets.items()]
     return [*lines, "<h3>Targets</h3>", *table(["target", "versions", "adapter"], rows)]

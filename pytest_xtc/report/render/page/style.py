@@ -29,7 +29,7 @@ nav a { margin-right: 12px; } code, .mono { font: 12px/1.4 ui-monospace, monospa
 table { border-collapse: collapse; margin: 6px 0 12px; }
 th, td { border: 1px solid var(--line); padding: 3px 7px; text-align: left;
   vertical-align: top; } th { background: var(--soft); position: sticky; top: 0; }
-td.n { text-align: right; font-variant-numeric: tabular-nums; }
+td.n { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 .verdict { font-weight: 600; padding: 1px 6px; border-radius: 4px; }
 .v-conformant, .v-conformant-with-waivers { background: #dafbe1; color: var(--ok); }
 .v-not-conformant { background: #ffebe9; color: var(--bad); }
@@ -47,6 +47,25 @@ details { margin: 6px 0; } summary { cursor: pointer; font-weight: 600; }
 .banner { padding: 8px 12px; border-radius: 6px; margin: 8px 0; }
 .b-yes { background: #dafbe1; } .b-no { background: #fff8c5; }
 svg { max-width: 100%; height: auto; } .muted { color: var(--skip); }
+.scroll { max-width: 100%; overflow-x: auto; } .scroll table { margin: 0; }
+.scroll + *, .scroll { margin-bottom: 12px; }
+.controls { display: flex; flex-wrap: wrap; gap: 8px 16px; align-items: center;
+  margin: 6px 0; } .controls input { width: 22em; max-width: 100%; font: inherit; }
+#cases { font-size: 13px; } #cases th { cursor: pointer; white-space: nowrap; }
+#cases th[aria-sort=ascending]::after { content: " \\25B2"; }
+#cases th[aria-sort=descending]::after { content: " \\25BC"; }
+.scroll:has(#cases) { max-height: 70vh; overflow-y: auto; }
+.wrongmaps { display: flex; flex-wrap: wrap; gap: 12px; align-items: flex-end;
+  margin: 6px 0; } .wrongmap { margin: 0; } .wrongmap figcaption { font-size: 12px; }
+svg.wrong { border: 1px solid var(--line); image-rendering: pixelated; }
+nav { display: flex; flex-wrap: wrap; gap: 4px 12px; } nav a { margin: 0; }
+code, pre { overflow-wrap: anywhere; }
+@media (max-width: 600px) {
+  body { padding: 8px 10px 32px; font-size: 13px; }
+  h1 { font-size: 18px; } h2 { font-size: 16px; }
+  th, td { padding: 2px 4px; } td.cell { min-width: 0; }
+  .controls input { width: 100%; }
+}
 """
 
 
