@@ -71,7 +71,7 @@ def pytest_args(args: argparse.Namespace) -> list[str]:
 
     argv = [str(SUITE_MODULE), f"--xtc-target={args.target}", "--xtc-strict",
             "--xtc-ignore-expectations", "--xtc-order-check", f"--xtc-report={args.report}",
-            "-p", "no:cacheprovider"]
+            "-p", "no:cacheprovider", f"--rootdir={Path.cwd()}"]  # ids relative to here
     argv += option_flags(_target_options(args.target_option))
     if args.workers:
         argv += ["-n", str(args.workers)]

@@ -152,6 +152,16 @@ def _shown(path: Path, where: Path) -> str:
         return str(path)
 
 
+def _suite_arg(path: Path, where: Path) -> str:
+    """The suite module as a pytest argument from ``where``: its path there when inside
+    it (a checkout), else its package node id, which the plugin resolves to the installed
+    module from any directory (never an absolute path into a virtual environment)."""
+    from pytest_xtc.plugin.collection import PACKAGE_PATH
+
+    shown = _shown(path, where)
+    return PACKAGE_PATH if Path(shown).is_absolute() else shown
+
+
 def rerun_command(item: pytest.Item) -> str:
     """One command line that runs this case alone, exactly as this run did, pasted in the
     directory pytest ran from: its node id (the suite module's real path) and every
@@ -159,7 +169,7 @@ def rerun_command(item: pytest.Item) -> str:
     config = item.config
     here = config.invocation_params.dir
     target = item.callspec.params["xtc_adapter"].name  # type: ignore[attr-defined]
-    parts = ["pytest", f"{_shown(item.path, here)}::{item.name}", f"--xtc-target={target}"]
+    parts = ["pytest", f"{_suite_arg(item.path, here)}::{item.name}", f"--xtc-target={target}"]
     for dest, flag in options.VERDICT_OPTIONS:
         value = config.getoption(dest)
         if value is True:
