@@ -7,6 +7,7 @@ The fixture only prepares the case: its compilation and run happen in the test's
 
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 from collections.abc import Callable, Generator
@@ -19,6 +20,7 @@ import pytest
 from pytest_xtc.core.adapter import TargetAdapter, Tier
 from pytest_xtc.core.cases import expectations, twins
 from pytest_xtc.core.cases.case import Case
+from pytest_xtc.core.cases.selectors import Traits
 from pytest_xtc.core.execution.executors import interrupted
 from pytest_xtc.core.execution.runner import run_case
 from pytest_xtc.core.limits import DEFAULT_MAX_CASE_BYTES
@@ -28,6 +30,7 @@ from pytest_xtc.plugin import options, state
 from pytest_xtc.plugin.benchmarking import benchmark_wanted, feed_benchmark
 from pytest_xtc.report.render.text import visible
 from pytest_xtc.report.replay import option_flags
+from pytest_xtc.report.rules.waivers import Waiver, load_waivers
 
 #: JUnit XML properties of each case (plain strings), besides the outcome itself.
 PROPERTIES = ("target", "case", "seed", "status", "phase", "worst_ratio")
@@ -204,6 +207,30 @@ def _expectation(
     return expectations.find(entries, case, executed=executed)
 
 
+#: The user property naming the suite waiver that covers a failed case.
+WAIVED_KEY = "xtc_waived"
+
+
+@functools.cache
+def _suite_waivers() -> tuple[Waiver, ...]:
+    return tuple(load_waivers())
+
+
+def _waiver(request: pytest.FixtureRequest, adapter: TargetAdapter, case: Case | str,
+            outcome: Outcome) -> Waiver | None:
+    """The suite's waiver covering this failed case, as report.json's verdicts find it."""
+    if not isinstance(case, Case):
+        return None
+    try:
+        waivers = _suite_waivers()
+        xtc = adapter.status().versions.get("xtc-tools")
+    except Exception:  # an unreadable waiver file is refused with --xtc-report
+        return None
+    traits = Traits.of(case)
+    return next((w for w in waivers if w.matches(adapter.name, traits, xtc, outcome.phase)),
+                None)
+
+
 def conclude(
     request: pytest.FixtureRequest, adapter: TargetAdapter, outcome: Outcome | PendingCase
 ) -> None:
@@ -217,6 +244,9 @@ def conclude(
     if outcome.status in (Status.PASSED, Status.COMPILED, Status.FAILED):
         executed = outcome.tier == Tier.EXECUTE.value
         expected = _expectation(request, adapter, case, executed)
+    waiver = _waiver(request, adapter, case, outcome) if outcome.status is Status.FAILED else None
+    if waiver is not None:  # every view says "waived" (report/rules/statuses.py)
+        request.node.user_properties.append((WAIVED_KEY, waiver.id))
     if outcome.status in (Status.PASSED, Status.COMPILED):
         if expected is not None:
             what = "pass" if outcome.status is Status.PASSED else (
@@ -238,6 +268,9 @@ def conclude(
         raise pytest.xfail.Exception(visible(f"expected {expected.phase} failure: "
                                              f"{expected.reason} ({expected.url})"),
                                      pytrace=False)
+    if waiver is not None:  # a failure the suite waives: not a failure of the run
+        raise pytest.xfail.Exception(visible(f"waived by the suite ({waiver.id}): "
+                                             f"{waiver.reason} ({waiver.url})"), pytrace=False)
     # Messages come from adapters and case files: shown on one line, controls escaped
     # (a message cannot forge a line of pytest's summary or move the cursor).
     message = visible(outcome.message)
