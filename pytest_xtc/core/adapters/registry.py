@@ -95,6 +95,8 @@ def load(
     if problems:
         return BrokenAdapter(spec, "; ".join(problems))
     entry = _entry(selected.base)
+    if entry is None:  # resolve() refuses an unknown name first
+        return BrokenAdapter(spec, f"no target {selected.base!r} is registered")
     if isolate and isolation.available():
         known = option_declarations().expectations.get(selected.base)
         static = Path(known) if known is not None else None

@@ -386,8 +386,10 @@ def _plain(method: str, value: Any) -> Any:
     if method == "physical_limits":
         if value is not None and not isinstance(value, Ceilings):
             raise AdapterFailure(f"physical_limits() gave {type(value).__name__}, not Ceilings")
+        def number(v: Any) -> float | None:
+            return None if v is None else float(v)
+
         return None if value is None else Ceilings(
-            *(None if v is None else float(v)
-              for v in (value.flops_per_s, value.bytes_per_s, value.min_call_s)),
+            number(value.flops_per_s), number(value.bytes_per_s), number(value.min_call_s),
             str(value.basis))
     return value
