@@ -3,7 +3,8 @@ same computation, per target and op, split by dtype and size class (so that a me
 never mixes a 1x1 relu with a 128x256x192 matmul), on a logarithmic axis (so that small
 bars stay visible beside large ones).
 
-matplotlib is optional (``pip install 'pytest-xtc[report]'``): without it the chart is
+matplotlib is optional (the ``report`` extra: ``pip install './pytest-xtc[report]'`` from a
+clone, or ``pip install matplotlib``): without it the chart is
 left out, with a warning saying so; the rest of the bundle is written as usual.
 """
 
@@ -23,7 +24,8 @@ from pytest_xtc.report.render.text import visible
 
 PLOT = "perf.svg"
 MISSING = (
-    f"{PLOT} not written: matplotlib is not installed (pip install 'pytest-xtc[report]')"
+    f"{PLOT} not written: matplotlib is not installed (pip install matplotlib, or the "
+    "report extra: pip install './pytest-xtc[report]' from a clone)"
 )
 #: Size classes by the flops of one kernel call: (upper bound, name).
 SIZES = ((1e5, "small"), (1e7, "medium"), (float("inf"), "large"))
