@@ -55,7 +55,7 @@ def test_readme_marks_the_user_set_up_and_quick_start() -> None:
     assert start == ["pytest --xtc-target=host"], start
     assert "pip install pytest-xtc\n" not in README.read_text(), "not on the index yet"
     assert "github.com/xtc-tools/pytest-xtc" not in README.read_text(), "no such repository"
-    assert any(f"./{CLONE}" in line for line in setup), setup
+    assert any(f"../{CLONE}" in line for line in setup), setup
 
 
 def test_marked_block_is_refused_when_missing_or_doubled() -> None:
