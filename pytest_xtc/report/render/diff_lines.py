@@ -29,7 +29,7 @@ def lines(found: Comparison, width_limit: int = 30) -> list[str]:
                      f"{s.ratio:.2f}x", f"{s.low:.2f}-{s.high:.2f}", f"{s.load:.2f}",
                      f"{s.p:.3g}"] for s in speeds]
             out += ["", f"{title} kernels:",
-                    table(["case", "median was", "now", "ratio", "interval", "numpy",
+                    table(["case", "median was", "now", "ratio", "interval", "machine",
                            "p"], cut(rows), width=120)]
     out += ["", f"speed test: {found.test}"]
     return out

@@ -7,8 +7,9 @@ the noise* (docs/report.md, "Comparing two bundles", says why this method):
 
 * each bundle keeps every repeat's kernel time (``times``) and numpy's median time for the
   same graph, measured by the same process moments later (``perf.numpy_median_s``): numpy
-  runs the same code in both bundles, so its ratio NEW/OLD is the change of the machine
-  (load, clock, another host), and a kernel's ratio is divided by it;
+  runs the same code in both bundles, so the median of its ratios NEW/OLD over the pair's
+  kernels is the change of the machine (load, clock, another host), and every kernel's
+  ratio is divided by it;
 * *significant*: the Mann-Whitney U test of the two samples (two-sided, exact) gives
   p < ``alpha`` (0.01; with 5 repeats a side, only when the ranges do not overlap);
 * *large*: the bootstrap interval (99%, 2000 resamples of each side's repeats, seeded by
@@ -47,8 +48,8 @@ RESAMPLES = 2000
 NOISE_KERNELS = 8
 #: A status change from passed to one of these is a regression.
 WORSE = ("failed", "error", "invalid", "missing")
-TEST = (f"Mann-Whitney U p < {ALPHA} on each repeat's kernel time (over numpy's change "
-        f"for the same graph) and the {CONFIDENCE:.0%} bootstrap interval of the ratio of "
+TEST = (f"Mann-Whitney U p < {ALPHA} on each repeat's kernel time (over the machine's "
+        f"change, numpy's median ratio) and the {CONFIDENCE:.0%} bootstrap interval of the ratio of "
         f"medians beyond the larger of {THRESHOLD:.0%} and the pair's own noise")
 
 
@@ -102,7 +103,7 @@ class Speed:
     samples: tuple[int, int]
     low: float = 0.0  # the bootstrap interval of ``ratio``
     high: float = 0.0
-    load: float = 1.0  # numpy's median NEW / OLD for the same graph (1: not measured)
+    load: float = 1.0  # the machine's change taken out (numpy's, the pair's median)
     effect: float = THRESHOLD  # the minimum effect it was held against
 
 
@@ -118,6 +119,7 @@ class Comparison:
     timed: int = 0  # kernels compared (enough repeats on both sides, long enough)
     untimed: int = 0  # cases in both without enough repeats on a side
     short: int = 0  # kernels under MIN_KERNEL_S on both sides: not compared
+    machine: float = 1.0  # how much slower NEW's machine ran (numpy's median ratio)
     noise: float = 0.0  # the pair's own noise (relative), see the module's docstring
     effect: float = THRESHOLD  # the minimum effect: max(threshold, noise)
     test: str = TEST
@@ -143,7 +145,8 @@ class Comparison:
         n = self.summary()
         return (f"{n['regressions']} regressions ({n['changed']} status changes, "
                 f"{n['slower']} kernels slower), {n['faster']} faster, {n['added']} new, "
-                f"{n['gone']} gone; {n['timed']} kernels compared, {n['too_short']} too "
+                f"{n['gone']} gone; {n['timed']} kernels compared (the machine {self.machine:.2f}x "
+                f"slower by numpy's times), {n['too_short']} too "
                 f"short to compare (under {MIN_KERNEL_S * 1e6:g} us), {n['untimed']} with "
                 f"too few repeats; minimum effect {self.effect:.0%} (noise of this pair "
                 f"{self.noise:.0%})")
@@ -188,8 +191,8 @@ def bootstrap(a: Sequence[float], b: Sequence[float], key: str,
 
 
 def _candidate(key: str, old: CaseRecord, new: CaseRecord) -> Speed | str:
-    """The kernel's change (to be held against the minimum effect), or why none:
-    ``untimed`` or ``short``."""
+    """The kernel's change before the machine's is taken out (``load``: numpy's ratio
+    for this graph), or why none: ``untimed`` or ``short``."""
     a, b = _times(old), _times(new)
     if len(a) < MIN_SAMPLES or len(b) < MIN_SAMPLES:
         return "untimed"
@@ -199,11 +202,25 @@ def _candidate(key: str, old: CaseRecord, new: CaseRecord) -> Speed | str:
     if before < MIN_KERNEL_S and after < MIN_KERNEL_S:
         return "short"
     ours, theirs = _numpy_median(old), _numpy_median(new)
-    load = theirs / ours if ours and theirs else 1.0
-    scaled = [t / load for t in b]
-    low, high = bootstrap(a, scaled, key)
-    return Speed(key, before, after, after / before / load, mann_whitney(a, scaled),
-                 (len(a), len(b)), low, high, load)
+    return Speed(key, before, after, after / before, 1.0, (len(a), len(b)),
+                 load=theirs / ours if ours and theirs else 0.0)
+
+
+def _judged(speed: Speed, old: CaseRecord, new: CaseRecord, machine: float) -> Speed:
+    """``speed`` over the machine's change: its ratio, p-value and interval."""
+    a, b = _times(old), [t / machine for t in _times(new)]
+    low, high = bootstrap(a, b, speed.case)
+    return replace(speed, ratio=speed.ratio / machine, p=mann_whitney(a, b), low=low,
+                   high=high, load=machine)
+
+
+def machine_change(speeds: Sequence[Speed]) -> float:
+    """How much slower NEW's machine ran than OLD's: the median of numpy's ratios NEW/OLD
+    over the pair's kernels (numpy ran the same code in both; 1 when not measured). One
+    figure for the pair: numpy's own time, measured once a graph, is too noisy to take
+    out a kernel's load one by one."""
+    found = [s.load for s in speeds if s.load > 0]
+    return math.exp(statistics.median(math.log(r) for r in found)) if found else 1.0
 
 
 def pair_noise(ratios: Sequence[float]) -> float:
@@ -245,6 +262,8 @@ def compare(old: Sequence[CaseRecord], new: Sequence[CaseRecord], *, old_name: s
         else:
             found.untimed += bool(_times(was) or _times(now))
     found.timed = len(speeds)
+    found.machine = machine_change(speeds)
+    speeds = [_judged(s, before[s.case], after[s.case], found.machine) for s in speeds]
     found.noise = pair_noise([s.ratio for s in speeds])
     found.effect = max(threshold, found.noise)
     for speed in speeds:
