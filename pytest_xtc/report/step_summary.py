@@ -15,6 +15,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from pytest_xtc.core.cases.identity import test_id
 from pytest_xtc.report.parts.model import Report
 from pytest_xtc.report.render import summary
 from pytest_xtc.report.render.text import markdown
@@ -33,7 +34,7 @@ def failures(report: Report) -> list[str]:
             status = case_status(record, entry.waived or {})
             if status in FAILING:
                 message = " ".join((record.message or "").split())[:MESSAGE_CHARS]
-                found.append(f"- {markdown(f'{name}-{record.case}')}: **{status}** "
+                found.append(f"- {markdown(test_id(name, record.case))}: **{status}** "
                              f"[{markdown(record.phase or '?')}] {markdown(message)}")
     if not found:
         return []
