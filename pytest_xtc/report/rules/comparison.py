@@ -49,8 +49,8 @@ NOISE_KERNELS = 8
 #: A status change from passed to one of these is a regression.
 WORSE = ("failed", "error", "invalid", "missing")
 TEST = (f"Mann-Whitney U p < {ALPHA} on each repeat's kernel time (over the machine's "
-        f"change, numpy's median ratio) and the {CONFIDENCE:.0%} bootstrap interval of the ratio of "
-        f"medians beyond the larger of {THRESHOLD:.0%} and the pair's own noise")
+        f"change, numpy's median ratio) and the {CONFIDENCE:.0%} bootstrap interval of the "
+        f"ratio of medians beyond the larger of {THRESHOLD:.0%} and the pair's own noise")
 
 
 @cache
