@@ -157,12 +157,15 @@ def _shown(path: Path, where: Path) -> str:
 
 def _suite_arg(path: Path, where: Path) -> str:
     """The suite module as a pytest argument from ``where``: its path there when inside
-    it (a checkout), else its package node id, which the plugin resolves to the installed
-    module from any directory (never an absolute path into a virtual environment)."""
-    from pytest_xtc.plugin.collection import PACKAGE_PATH
+    it (a checkout), else, and wherever it is installed, its package node id, which the
+    plugin resolves to the installed module from any directory (never a path into a
+    virtual environment)."""
+    from pytest_xtc.plugin import collection
 
     shown = _shown(path, where)
-    return PACKAGE_PATH if Path(shown).is_absolute() else shown
+    installed = collection._installed_in() is not None or bool(
+        {"site-packages", "dist-packages"} & set(path.resolve().parts))
+    return collection.PACKAGE_PATH if installed or Path(shown).is_absolute() else shown
 
 
 def rerun_command(item: pytest.Item) -> str:

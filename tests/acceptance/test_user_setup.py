@@ -151,3 +151,12 @@ def test_suite_in_a_venv_below_the_rootdir_is_collected_once(tmp_path: Path) -> 
                    "pytest_xtc/conformance/test_conformance.py::test_conformance"
                    "[host-relu-float32-5x7-none-exact]"], done.stdout[-2000:]
     assert "2/" in done.stdout and "stray" not in done.stdout
+    # its rerun lines name the suite by that id too, not by its path in the venv
+    ran = subprocess.run([str(venv / "bin" / "python"), "-m", "pytest", "-p",
+                          "no:cacheprovider", "--xtc-target=host", "-k",
+                          "relu-float32-5x7-none", "--xtc-repeat=0", "--junitxml=j.xml"],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+                         check=False)
+    reruns = re.findall(r'name="xtc_rerun" value="([^"]*)"', (tmp_path / "j.xml").read_text())
+    assert reruns and all(r.startswith("pytest 'pytest_xtc/conformance/test_conformance.py::")
+                          for r in reruns), (reruns, ran.stdout[-2000:])
