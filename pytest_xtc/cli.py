@@ -69,7 +69,7 @@ def pytest_args(args: argparse.Namespace) -> list[str]:
 
     argv = [str(SUITE_MODULE), f"--xtc-target={args.target}", "--xtc-strict",
             "--xtc-ignore-expectations", "--xtc-order-check", f"--xtc-report={args.report}",
-            "-p", "no:cacheprovider"]
+            "-p", "no:cacheprovider", f"--rootdir={Path.cwd()}"]  # ids relative to here
     argv += option_flags(_target_options(args.target_option))
     if args.workers:
         argv += ["-n", str(args.workers)]
@@ -213,7 +213,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="seed of the --rerun draw (default: random, printed)")
 
     sub.add_parser("selftest", help="prove the suite's power: faulty host variants must all "
-                   "be rejected, the real host must pass three seeded runs")
+                   "be rejected, the real host must pass three seeded runs").add_argument(
+        "--list", action="store_true", help="list the faulty variants (targets by name: "
+        "--xtc-target=selftest-<variant>) and exit")
 
     sub.add_parser("coverage", help="print what the catalog's cases cover of each op's "
                    "parameters: every value, and every pair of values (all-pairs)")
@@ -318,8 +320,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_verify(args)
         if args.command == "selftest":
             from pytest_xtc.selftest import proof as selftest
+            from pytest_xtc.selftest import targets
 
-            return 0 if selftest.run() else 1
+            return targets.print_list() if args.list else 0 if selftest.run() else 1
         if args.command == "shrink":
             return cmd_shrink(args)
         if args.command == "import":

@@ -7,6 +7,7 @@ The fixture only prepares the case: its compilation and run happen in the test's
 
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 from collections.abc import Callable, Generator
@@ -19,6 +20,7 @@ import pytest
 from pytest_xtc.core.adapter import TargetAdapter, Tier
 from pytest_xtc.core.cases import expectations, twins
 from pytest_xtc.core.cases.case import Case
+from pytest_xtc.core.cases.selectors import Traits
 from pytest_xtc.core.execution.executors import interrupted
 from pytest_xtc.core.execution.runner import run_case
 from pytest_xtc.core.limits import DEFAULT_MAX_CASE_BYTES
@@ -28,6 +30,7 @@ from pytest_xtc.plugin import options, state
 from pytest_xtc.plugin.benchmarking import benchmark_wanted, feed_benchmark
 from pytest_xtc.report.render.text import visible
 from pytest_xtc.report.replay import option_flags
+from pytest_xtc.report.rules.waivers import Waiver, load_waivers
 
 #: JUnit XML properties of each case (plain strings), besides the outcome itself.
 PROPERTIES = ("target", "case", "seed", "status", "phase", "worst_ratio")
@@ -152,6 +155,19 @@ def _shown(path: Path, where: Path) -> str:
         return str(path)
 
 
+def _suite_arg(path: Path, where: Path) -> str:
+    """The suite module as a pytest argument from ``where``: its path there when inside
+    it (a checkout), else, and wherever it is installed, its package node id, which the
+    plugin resolves to the installed module from any directory (never a path into a
+    virtual environment)."""
+    from pytest_xtc.plugin import collection
+
+    shown = _shown(path, where)
+    installed = collection._installed_in() is not None or bool(
+        {"site-packages", "dist-packages"} & set(path.resolve().parts))
+    return collection.PACKAGE_PATH if installed or Path(shown).is_absolute() else shown
+
+
 def rerun_command(item: pytest.Item) -> str:
     """One command line that runs this case alone, exactly as this run did, pasted in the
     directory pytest ran from: its node id (the suite module's real path) and every
@@ -159,7 +175,7 @@ def rerun_command(item: pytest.Item) -> str:
     config = item.config
     here = config.invocation_params.dir
     target = item.callspec.params["xtc_adapter"].name  # type: ignore[attr-defined]
-    parts = ["pytest", f"{_shown(item.path, here)}::{item.name}", f"--xtc-target={target}"]
+    parts = ["pytest", f"{_suite_arg(item.path, here)}::{item.name}", f"--xtc-target={target}"]
     for dest, flag in options.VERDICT_OPTIONS:
         value = config.getoption(dest)
         if value is True:
@@ -194,6 +210,30 @@ def _expectation(
     return expectations.find(entries, case, executed=executed)
 
 
+#: The user property naming the suite waiver that covers a failed case.
+WAIVED_KEY = "xtc_waived"
+
+
+@functools.cache
+def _suite_waivers() -> tuple[Waiver, ...]:
+    return tuple(load_waivers())
+
+
+def _waiver(request: pytest.FixtureRequest, adapter: TargetAdapter, case: Case | str,
+            outcome: Outcome) -> Waiver | None:
+    """The suite's waiver covering this failed case, as report.json's verdicts find it."""
+    if not isinstance(case, Case):
+        return None
+    try:
+        waivers = _suite_waivers()
+        xtc = adapter.status().versions.get("xtc-tools")
+    except Exception:  # an unreadable waiver file is refused with --xtc-report
+        return None
+    traits = Traits.of(case)
+    return next((w for w in waivers if w.matches(adapter.name, traits, xtc, outcome.phase)),
+                None)
+
+
 def conclude(
     request: pytest.FixtureRequest, adapter: TargetAdapter, outcome: Outcome | PendingCase
 ) -> None:
@@ -207,6 +247,9 @@ def conclude(
     if outcome.status in (Status.PASSED, Status.COMPILED, Status.FAILED):
         executed = outcome.tier == Tier.EXECUTE.value
         expected = _expectation(request, adapter, case, executed)
+    waiver = _waiver(request, adapter, case, outcome) if outcome.status is Status.FAILED else None
+    if waiver is not None:  # every view says "waived" (report/rules/statuses.py)
+        request.node.user_properties.append((WAIVED_KEY, waiver.id))
     if outcome.status in (Status.PASSED, Status.COMPILED):
         if expected is not None:
             what = "pass" if outcome.status is Status.PASSED else (
@@ -228,6 +271,9 @@ def conclude(
         raise pytest.xfail.Exception(visible(f"expected {expected.phase} failure: "
                                              f"{expected.reason} ({expected.url})"),
                                      pytrace=False)
+    if waiver is not None:  # a failure the suite waives: not a failure of the run
+        raise pytest.xfail.Exception(visible(f"waived by the suite ({waiver.id}): "
+                                             f"{waiver.reason} ({waiver.url})"), pytrace=False)
     # Messages come from adapters and case files: shown on one line, controls escaped
     # (a message cannot forge a line of pytest's summary or move the cursor).
     message = visible(outcome.message)

@@ -8,8 +8,11 @@ format, verdicts and checks live in the pytest-free :mod:`pytest_xtc.report.bund
 from __future__ import annotations
 
 import datetime
+import os
 import shlex
+import shutil
 import sys
+import tempfile
 import time
 import warnings
 from dataclasses import replace
@@ -24,6 +27,7 @@ from pytest_xtc.core.adapters import registry
 from pytest_xtc.core.cases.identity import test_id
 from pytest_xtc.plugin import options, state
 from pytest_xtc.plugin.bundle_guard import interrupts_deferred, writer_lock
+from pytest_xtc.plugin.run_filters import run_filters
 from pytest_xtc.report import bundle
 from pytest_xtc.report.parts.environment import adapter_distribution, suite_source, system_info
 from pytest_xtc.report.parts.facts import AdapterRecord, CapabilitiesRecord
@@ -52,7 +56,10 @@ WRITE_FAILED = pytest.ExitCode.INTERNAL_ERROR
 def configure(config: pytest.Config) -> None:
     """Register the bundle writer (the controller only: xdist workers send their reports)."""
     where = config.getoption("xtc_report")
-    if not where or hasattr(config, "workerinput"):
+    if hasattr(config, "workerinput"):
+        return
+    if not where:
+        _job_summary_only(config)
         return
     path = config.invocation_params.dir / where
     try:
@@ -63,6 +70,21 @@ def configure(config: pytest.Config) -> None:
     lock = writer_lock(path)
     config.add_cleanup(lock.release)
     config.pluginmanager.register(Reporter(config, path, waivers), "xtc-report")
+
+
+def _job_summary_only(config: pytest.Config) -> None:
+    """Without --xtc-report, where $GITHUB_STEP_SUMMARY is set: the report assembled in a
+    temporary bundle, for the job summary, then removed."""
+    from pytest_xtc.report.step_summary import VARIABLE
+
+    if not os.environ.get(VARIABLE):
+        return
+    try:
+        waivers = load_waivers()
+    except WaiverFileError as exc:
+        raise pytest.UsageError(f"${VARIABLE}: {exc}") from None
+    path = Path(tempfile.mkdtemp(prefix="xtc-job-summary-")) / "bundle"
+    config.pluginmanager.register(Reporter(config, path, waivers, kept=False), "xtc-report")
 
 
 def _param_id(nodeid: str) -> str:
@@ -76,8 +98,10 @@ def _now() -> str:
 class Reporter:
     """Streams results.jsonl during the run and writes the rest of the bundle at its end."""
 
-    def __init__(self, config: pytest.Config, path: Path, waivers: list[Any]) -> None:
+    def __init__(self, config: pytest.Config, path: Path, waivers: list[Any],
+                 kept: bool = True) -> None:
         self.config, self.path, self.waivers = config, path, waivers
+        self.kept = kept  # False: a temporary bundle for $GITHUB_STEP_SUMMARY only
         self.records: list[CaseRecord] = []
         self.done: set[str] = set()
         self.setup_s: dict[str, float] = {}
@@ -215,8 +239,10 @@ class Reporter:
                     self.report = report
                 except bundle.WriteError as exc:
                     self.failure = exc
-            if self.failure is None:
-                self._step_summary()
+            if self.failure is None and self.report is not None:
+                self._step_summary(self.report)
+        if not self.kept:  # a bundle only for the job summary: not left behind
+            shutil.rmtree(self.path.parent, ignore_errors=True)
         if received:
             session.config.get_terminal_writer().line(
                 "Ctrl-C came while the bundle was written: it was finished first, whole"
@@ -227,12 +253,12 @@ class Reporter:
             if not self.config.pluginmanager.has_plugin("terminalreporter"):
                 print(self.failure_line(), file=sys.stderr)
 
-    def _step_summary(self) -> None:
-        """The bundle's summary.md into $GITHUB_STEP_SUMMARY, when set (CI job summaries)."""
+    def _step_summary(self, report: Report) -> None:
+        """The report's job summary into $GITHUB_STEP_SUMMARY, when set."""
         from pytest_xtc.report import step_summary
 
         try:
-            step_summary.append(self.path)
+            step_summary.append(report)
         except OSError as exc:
             warnings.warn(f"xtc report: ${step_summary.VARIABLE} not written: "
                           f"{exc.strerror or exc}", stacklevel=1)
@@ -247,7 +273,7 @@ class Reporter:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.failure is not None:
             terminalreporter.write_line(self.failure_line(), red=True, bold=True)
-        if self.report is None:
+        if self.report is None or not self.kept:
             return
         terminalreporter.write_sep("-", visible(f"XTC report: {self.path}"))
         for name, entry in self.report.targets.items():
@@ -272,7 +298,8 @@ class Reporter:
             started=self.started, finished=_now(),
             duration_s=round(time.monotonic() - self.clock, 3),
             suite_source=suite_source(), system=system_info(self.targets),
-            settings=self._settings(), filters=tuple(self._filters()),
+            settings=self._settings(),
+            filters=tuple(run_filters(self.config, set(self.keys), self.collected)),
             exit_status=exitstatus, interrupted=interrupted,
             collected=None if self.collected is None else len(self.collected),
         )
@@ -302,39 +329,6 @@ class Reporter:
             shard=option.xtc_shard,
             workers=getattr(option, "numprocesses", None),
         )
-
-    def _filters(self) -> list[str]:
-        """How this run left out cases of the suite, one phrase each."""
-        option, found = self.config.option, []
-        if option.keyword:
-            found.append(f"-k {option.keyword!r}")
-        if option.markexpr:
-            found.append(f"-m {option.markexpr!r}")
-        if getattr(option, "deselect", None):
-            found.append("--deselect " + " ".join(option.deselect))
-        found += [f"node id {a}" for a in self.config.args if "::" in a]
-        for flag, name in (
-            ("lf", "--last-failed"),
-            ("stepwise", "--stepwise"),
-            ("collectonly", "--collect-only"),
-        ):
-            if getattr(option, flag, False):
-                found.append(name)
-        if option.xtc_cases:
-            found.append("case set changed by --xtc-cases " + " ".join(option.xtc_cases))
-        if option.xtc_only_cases:
-            found.append("--xtc-only-cases (the built-in catalog left out)")
-        if option.xtc_case:
-            found.append("--xtc-case " + " ".join(option.xtc_case))
-        if self.collected is not None:
-            expected = set(self.keys)
-            if option.xtc_shard:
-                index, count = caseset.parse_shard(option.xtc_shard)
-                expected = {k for k in expected if caseset.shard_of(k, count) == index}
-            got = {_param_id(n) for n in self.collected} & expected
-            if got != expected:
-                found.append(f"collected {len(got)} of {len(expected)} required cases")
-        return found
 
 
 def _coverage() -> dict[str, Any]:

@@ -32,6 +32,10 @@ def configure(config: pytest.Config) -> None:
         isolate = not config.getoption("xtc_no_isolation")
         limits = replace(host_limits(config.getoption("xtc_probe_timeout")),
                          ahead=_free_core(config))
+        if registry.SELFTEST_PREFIX in selection:  # selftest-<variant>: known variants only
+            from pytest_xtc.selftest.targets import check_selection
+
+            check_selection([s.name for s in registry.parse(selection)])
         adapters = registry.resolve(selection, values, isolate=isolate, limits=limits)
         if not _xdist_controller(config):  # hosts load XTC while the rest is set up
             for adapter in adapters:

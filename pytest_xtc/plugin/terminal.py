@@ -23,6 +23,7 @@ from pytest_xtc.core.cases.identity import test_id
 from pytest_xtc.core.cases.selectors import Traits
 from pytest_xtc.core.outcome import Phase, Status
 from pytest_xtc.plugin import state
+from pytest_xtc.plugin.outcomes import WAIVED_KEY
 from pytest_xtc.report.files import atomic
 from pytest_xtc.report.render.check_lines import by_target
 from pytest_xtc.report.render.invalid_perf import invalid_lines
@@ -35,6 +36,7 @@ COLUMNS = (
     "infrastructure error",
     "invalid",
     "expected failure",
+    "waived",  # a failure the suite's waiver file covers (report/rules/statuses.py)
     "not-supported",
     "skipped",
 )
@@ -86,6 +88,9 @@ class OutcomeCollector:
         value = state.reported_outcome(report)
         if value is not None:
             column = state.shown_status(report, value["status"])
+            if value["status"] == "failed" and any(k == WAIVED_KEY
+                                                   for k, _ in report.user_properties):
+                column = "waived"
             self.results.append(
                 Result(
                     value["target"],
@@ -229,11 +234,14 @@ class OutcomeCollector:
 
 def shown_columns(counts: dict[str, Counter[str]]) -> list[str]:
     """The table's columns: ``compiled`` where a case was compiled only, and then no
-    ``passed`` where none passed (a compile-only run: nothing ran, nothing passed)."""
+    ``passed`` where none passed (a compile-only run: nothing ran, nothing passed);
+    ``waived`` where a failure was waived."""
     compiled = any(c["compiled"] for c in counts.values())
     hidden = set() if compiled else {"compiled"}
     if compiled and not any(c["passed"] for c in counts.values()):
         hidden.add("passed")
+    if not any(c["waived"] for c in counts.values()):
+        hidden.add("waived")  # shown where the suite waived a failure
     return [c for c in COLUMNS if c not in hidden]
 
 

@@ -1,6 +1,7 @@
 """Result bundles on disk: write them, read them back. No pytest.
 
-A bundle is a directory of four files (and ``perf.svg`` when performance was recorded):
+A bundle is a directory of six files (five when no performance was recorded: no
+``perf.svg``):
 
 ``results.jsonl``
     One JSON object per finished case (:class:`~pytest_xtc.report.parts.records.CaseRecord`),
@@ -14,8 +15,10 @@ bundle, no links, sizes and JSON nesting capped), then the schema (:mod:`.schema
 unknown or missing key is refused, naming the file and the key).
 ``summary.md``
     The same for people (CI job summaries).
+``perf.svg``, ``report.html``
+    The performance chart and the page (:data:`~pytest_xtc.report.render.formats.FORMATS`).
 ``MANIFEST.sha256``
-    ``sha256sum`` lines over the three others; written last.
+    ``sha256sum`` lines over the others; written last.
 
 Every file but results.jsonl is written whole or not at all (:mod:`.atomic`); a bundle
 being written holds an ``.xtc-unfinished`` mark until its manifest is written. A

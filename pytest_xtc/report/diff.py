@@ -2,8 +2,9 @@
 as JSON (``--json``) and as NEW's report page with the changes first (``--html FILE``).
 
 Exit status: 0, or 1 when ``--fail-on`` names something found (``regressions``: a passed
-case that now fails, errs, is invalid, or a kernel slower beyond its noise; ``changes``:
-any difference) or a bundle cannot be read (the message names it).
+case that now fails, errs, is invalid, or a kernel slower beyond the noise,
+:mod:`pytest_xtc.report.rules.comparison`; ``changes``: any difference); 3 when a bundle
+cannot be read (the message names it).
 """
 
 from __future__ import annotations
@@ -40,8 +41,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     parser.add_argument("--alpha", type=float, default=ALPHA, metavar="P",
                         help=f"significance of the speed test (default {ALPHA})")
     parser.add_argument("--threshold", type=float, default=THRESHOLD, metavar="F",
-                        help="smallest relative change of a median counted (default "
-                        f"{THRESHOLD})")
+                        help="smallest relative change of a median counted, raised to the "
+                        f"pair's own noise where that is larger (default {THRESHOLD})")
 
 
 def main(args: argparse.Namespace) -> int:

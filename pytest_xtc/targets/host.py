@@ -6,6 +6,7 @@ bands see its writes out of bounds (``guarded_buffers``)."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -27,13 +28,18 @@ from pytest_xtc.core.judging.plausibility import Ceilings
 from pytest_xtc.core.xtc import xtc_env
 from pytest_xtc.core.xtc.xtc_env import evaluate as evaluate  # the name vendors use
 
-#: The fastest CPU clock shipped (an Intel i9-14900KS's turbo, 6.2 GHz), and per core and
-#: cycle twice the most any CPU core does: FLOPs (AVX-512 on two FMA ports: 32 float64, 64
-#: float32, 128 float16 with AVX512-FP16; float16 also AMX-FP16's 2048) and bytes its
-#: first-level cache moves (three 64-byte accesses). docs/correctness-values-and-performance.md
+#: The fastest CPU clock shipped (an Intel i9-14900KS's turbo, 6.2 GHz): the clock where
+#: the CPU does not say its own (no cpufreq, as in most virtual machines).
 CLOCK_HZ = 6.2e9
-FLOPS_PER_CYCLE = {"float64": 2 * 32, "float32": 2 * 64, "float16": 2 * 2048}
-BYTES_PER_CYCLE = 2 * 3 * 64
+#: Fused multiply-add units a core has, at most: two on x86 (AVX-512 or AVX2), four
+#: 128-bit pipes on AArch64 cores. CPUs report their vector width, not their ports.
+FMA_PORTS = {"x86_64": 2, "aarch64": 4}
+#: Bytes of the widest vector register, by the flags /proc/cpuinfo lists (first found).
+VECTOR_BYTES = (("avx512f", 64), ("sve", 256), ("avx2", 32), ("avx", 32))
+#: float16 on AMX tiles (AMX-FP16: 1024 FMAs a cycle): the bound where a CPU has them.
+AMX_FLOPS_PER_CYCLE = 2 * 1024
+#: Loads and stores a core's first-level cache serves a cycle (two loads, one store).
+ACCESSES_PER_CYCLE = 3
 #: XTC's modules a host compile imports (see ``prepare``)
 CPU_COMPILE_PATH = tuple(f"xtc.backends.mlir.MlirTarget.{name}"
                          for name in ("MlirCpuTarget", "MlirLLVMTarget", "cpu_lowering"))
@@ -105,10 +111,45 @@ class HostTarget(TargetAdapter):
         return peak or None
 
     def physical_limits(self, dtype: str) -> Ceilings | None:
-        import os
+        return cpu_ceilings(dtype)
 
-        cores = os.cpu_count() or 1  # every core of the machine (parallel schedules)
-        per_cycle = FLOPS_PER_CYCLE.get(dtype, max(FLOPS_PER_CYCLE.values()))
-        return Ceilings(cores * CLOCK_HZ * per_cycle, cores * CLOCK_HZ * BYTES_PER_CYCLE,
-                        1 / CLOCK_HZ, f"{cores} cores at {CLOCK_HZ / 1e9:g} GHz, "
-                        f"{per_cycle} FLOPs and {BYTES_PER_CYCLE} bytes a cycle each")
+
+def _cpu_flags() -> set[str]:
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return set()
+    return {f for line in text.splitlines() if line.split(":")[0].strip() in ("flags",
+            "Features") for f in line.split(":", 1)[1].split()}
+
+
+def _max_clock_hz() -> float:
+    """The fastest clock a core of this CPU reports (cpufreq), else :data:`CLOCK_HZ`."""
+    found = []
+    for path in Path("/sys/devices/system/cpu").glob("cpu[0-9]*/cpufreq/cpuinfo_max_freq"):
+        with contextlib.suppress(OSError, ValueError):
+            found.append(int(path.read_text()) * 1e3)  # kHz
+    return max(found) if found else CLOCK_HZ
+
+
+def cpu_ceilings(dtype: str) -> Ceilings:
+    """What this machine cannot exceed: the cores this process may use, each at the
+    fastest clock the CPU reports, doing at most its FMA ports' worth of fused
+    multiply-adds on its widest vectors a cycle (docs/correctness-values-and-performance.md)."""
+    import os
+    import platform
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    cores = cores or os.cpu_count() or 1
+    flags, clock = _cpu_flags(), _max_clock_hz()
+    width = next((n for flag, n in VECTOR_BYTES if flag in flags), 16)  # SSE2, NEON: 16
+    ports = FMA_PORTS.get(platform.machine(), max(FMA_PORTS.values()))
+    item = {"float64": 8, "float32": 4, "float16": 2}.get(dtype, 2)
+    per_cycle = 2 * ports * width // item
+    if dtype == "float16" and "amx_tile" in flags:
+        per_cycle = max(per_cycle, AMX_FLOPS_PER_CYCLE)
+    moved = ACCESSES_PER_CYCLE * width
+    return Ceilings(cores * clock * per_cycle, cores * clock * moved, 1 / clock,
+                    f"{cores} cores at {clock / 1e9:.3g} GHz, {ports} FMA ports of "
+                    f"{width * 8} bits: {per_cycle} {dtype} FLOPs and {moved} bytes a cycle "
+                    "each")

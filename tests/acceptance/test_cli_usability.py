@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -74,20 +75,35 @@ def test_one_table_renderer() -> None:
 
 
 def test_step_summary_is_appended_when_set(tmp_path: Path) -> None:
-    (tmp_path / summary.NAME).write_text("# XTC conformance report\n| a \\| b |\n")
+    from pytest_xtc.report.parts.model import read_report
+    from pytest_xtc.report.parts.records import read_record
+    from pytest_xtc.report.rules.verdicts import assemble_report
+    from tests.acceptance.test_report import make_report
+
+    data, records = make_report([("a", "passed")])
+    report = assemble_report(read_report(data), [read_record(r, "r") for r in records])
     out = tmp_path / "step.md"
     out.write_text("before\n")
-    assert step_summary.append(tmp_path, {}) is None
-    assert step_summary.append(tmp_path, {step_summary.VARIABLE: str(out)}) == out
-    assert out.read_text() == "before\n# XTC conformance report\n| a \\| b |\n"
+    assert step_summary.append(report, {}) is None
+    assert step_summary.append(report, {step_summary.VARIABLE: str(out)}) == out
+    assert out.read_text() == "before\n" + step_summary.render(report)
+    assert step_summary.render(report).startswith(summary.render(report, unused_waivers=False))
 
 
 def test_the_plugin_writes_the_job_summary(pytester: pytest.Pytester, run: Any,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """With --xtc-report, and without: the same job summary, no temporary bundle left."""
     out = pytester.path / "step-summary.md"
     monkeypatch.setenv(step_summary.VARIABLE, str(out))
     run("--xtc-target=host", "--xtc-report=rep", "-k", "relu-float32-5x7-none")
-    assert out.read_text() == (pytester.path / "rep" / summary.NAME).read_text()
+    text = out.read_text()
+    assert text.startswith("# XTC conformance report") and "Unused waivers" not in text
+    out.unlink()
+    left = set(Path(tempfile.gettempdir()).glob("xtc-job-summary-*"))
+    run("--xtc-target=host", "-k", "relu-float32-5x7-none")
+    assert out.read_text().partition("## Performance")[0] == text.partition("## Performance")[0]
+    assert set(Path(tempfile.gettempdir()).glob("xtc-job-summary-*")) <= left
     monkeypatch.delenv(step_summary.VARIABLE)
+    before = out.read_text()
     run("--xtc-target=host", "--xtc-report=rep2", "-k", "relu-float32-5x7-none")
-    assert out.read_text() == (pytester.path / "rep" / summary.NAME).read_text()  # unchanged
+    assert out.read_text() == before  # unchanged

@@ -163,3 +163,84 @@ def test_the_import_total_sample_is_the_importers_wording() -> None:
     done[0].rows = [[f"f{i}", "", "", 1] for i in range(layers)]
     done[0].skipped = [("Op", "why")] * skipped
     assert _total(done, [], over) == shown[1]
+
+
+# -- counts, file lists and figures in the docs, against a run ------------------------------
+
+NUMBERS = {"four": 4, "five": 5, "six": 6, "seven": 7}
+
+
+@pytest.fixture(scope="module")
+def small_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A bundle of a real host run of two matmuls (GFLOP/s recorded: the chart too)."""
+    work = tmp_path_factory.mktemp("doc-bundle")
+    subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
+                    "--xtc-target=host", "--xtc-report=rep", "-k", "matmul-float32-13x11x7-none"],
+                   cwd=work, capture_output=True, text=True, timeout=600, check=False)
+    return work / "rep"
+
+
+def test_the_files_of_a_bundle_are_those_the_docs_name(small_bundle: Path) -> None:
+    """"A bundle of N files" wherever the docs say it, and the vendor guide's table of
+    them, are what a run writes."""
+    written = sorted(p.name for p in small_bundle.iterdir())
+    said = [(doc.name, m[1]) for doc in DOCUMENTS
+            for m in re.finditer(r"bundle\*? of (\w+) files|with its (\w+) files",
+                                 doc.read_text()) for m in [[m[0], m[1] or m[2]]]]
+    assert said, "no document says how many files a bundle holds"
+    for name, word in said:
+        assert NUMBERS.get(word) == len(written), f"{name}: {word} files; a run wrote {written}"
+    guide = (ROOT / "docs" / "vendor-guide.md").read_text()
+    listed = [cell.strip("`") for cell in table_rows(guide, "| file | content |")]
+    assert sorted(listed) == written
+
+
+def test_the_extras_the_guide_names_are_the_packages() -> None:
+    tomllib = pytest.importorskip("tomllib")
+    extras = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+                 ["optional-dependencies"]) - {"dev"}
+    text = GUIDE.read_text()
+    named = set(re.findall(r"`pytest-xtc\[(\w+)\]`", text[text.index("Extras"):]))
+    assert named == extras
+
+
+def test_the_readmes_nvgpu_figures_add_up_and_are_the_recorded_runs() -> None:
+    """The README's nvgpu sentence: its parts sum to its total, and they are the judged
+    summary of that run (devicecheck/results)."""
+    text = " ".join((ROOT / "README.md").read_text().split())
+    said = re.search(r"sm_90 \((\d+) cases, every placement: (\d+) compiled and packed, "
+                     r"(\d+) expected compile failures, (\d+) unsupported\).*?judged here on "
+                     r"(\S+): (\d+) passed, (\d+) expected failures \((\d+) at compile, (\d+) "
+                     r"at run.*?\), (\d+) unsupported, (\d+) failed", text)
+    assert said, "README.md: the nvgpu sentence moved or changed its form"
+    total, packed, compile_fail, unsupported, day = int(said[1]), int(said[2]), int(said[3]), \
+        int(said[4]), said[5].rstrip(":")
+    passed, expected, at_compile, at_run, unsupported2, failed = map(int, said.groups()[5:])
+    assert packed + compile_fail + unsupported == total
+    assert passed + expected + unsupported2 + failed == total
+    assert at_compile + at_run == expected and at_compile == compile_fail
+    assert passed + at_run + failed == packed and unsupported2 == unsupported
+    judged = (ROOT / "devicecheck" / "results" / f"{day}-h100-pack-judged-summary.md").read_text()
+    assert f"({total} cases)" in judged
+    row = next(line for line in judged.splitlines() if line.startswith("| nvgpu |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    # passed, compiled, failed "N (M xfailed)", invalid, skipped, not-supported, waived
+    assert int(cells[3]) == passed and int(cells[8]) == unsupported
+    failed_cell = re.fullmatch(r"(\d+) \((\d+) xfailed\)", cells[5])
+    assert failed_cell and int(failed_cell[1]) + int(cells[9]) == expected + failed
+
+
+def test_the_readmes_faulty_target_fails_and_says_why(tmp_path: Path) -> None:
+    """The README's selftest command: red, each failure with its figures and its rerun
+    line."""
+    import shlex
+
+    text = (ROOT / "README.md").read_text()
+    line = re.search(r"^\$ (pytest --xtc-target=selftest-\S+ .+)$", text, re.M)
+    assert line, "README.md shows no selftest variant run as a target"
+    done = subprocess.run([sys.executable, "-m", *shlex.split(line[1]), "-p",
+                           "no:cacheprovider"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=600, check=False)
+    assert done.returncode == 1, done.stdout[-2000:]
+    assert re.search(r"^\[check\] wrong results \(seed \d+\): output C: ", done.stdout, re.M)
+    assert re.search(r"^rerun alone: pytest 'pytest_xtc/conformance/", done.stdout, re.M)

@@ -21,11 +21,12 @@ def load(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]], list[str]]:
 FEW = "relu-float32-5x7 or matmul-float32-13x11x7-tile or relu-float64-5x7-none"
 
 
-def host_bundle(work: Path) -> Path:
-    """The bundle of a real host run of :data:`FEW` cases, written in ``work``."""
+def host_bundle(work: Path, keyword: str = FEW) -> Path:
+    """The bundle of a real host run of the cases ``-k keyword`` selects (:data:`FEW`),
+    written in ``work``."""
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--xtc-target=host",
-         "--xtc-ignore-expectations", "--xtc-report=rep", "-k", FEW],
+         "--xtc-ignore-expectations", "--xtc-report=rep", "-k", keyword],
         cwd=work, capture_output=True, text=True, timeout=600, check=False)
     assert (work / "rep" / bundle.MANIFEST).is_file(), done.stdout[-3000:] + done.stderr
     return work / "rep"

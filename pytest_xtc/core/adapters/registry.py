@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from importlib.metadata import EntryPoint
 from pathlib import Path
 
 from pytest_xtc.core.adapter import BrokenAdapter, TargetAdapter, TargetSpec, Tier
@@ -64,6 +65,22 @@ def parse(selection: str | Iterable[str]) -> list[Selected]:
     return result
 
 
+#: ``selftest-<variant>``: the selftest's faulty host variants by name, built by
+#: pytest_xtc/selftest/targets.py (no entry points: not in ``all``, not listed).
+SELFTEST_PREFIX = "selftest-"
+SELFTEST_FACTORY = "pytest_xtc.selftest.targets:by_name"
+
+
+def _entry(base: str) -> EntryPoint | None:
+    """The entry point of target ``base``: registered, or a selftest variant's."""
+    known = registered()
+    if base in known:
+        return known[base]
+    if base.startswith(SELFTEST_PREFIX):
+        return EntryPoint(name=base, value=SELFTEST_FACTORY, group=GROUP)
+    return None
+
+
 def load(
     selected: Selected,
     options: Mapping[str, str | None],
@@ -77,7 +94,9 @@ def load(
     problems = option_declarations().problems.get(selected.base)
     if problems:
         return BrokenAdapter(spec, "; ".join(problems))
-    entry = registered()[selected.base]
+    entry = _entry(selected.base)
+    if entry is None:  # resolve() refuses an unknown name first
+        return BrokenAdapter(spec, f"no target {selected.base!r} is registered")
     if isolate and isolation.available():
         known = option_declarations().expectations.get(selected.base)
         static = Path(known) if known is not None else None
@@ -119,7 +138,7 @@ def resolve(
                 if isinstance(adapter, IsolatedAdapter):
                     adapter.stop()  # not kept: its host goes
             continue
-        if selected.base not in known:
+        if selected.base not in known and _entry(selected.base) is None:
             names = ", ".join(sorted(known)) or "(none)"
             raise SelectionError(
                 f"unknown XTC target {selected.name!r}; registered targets: {names}, all, auto"

@@ -34,6 +34,7 @@ from pytest_xtc.core.adapter import (
     Tier,
     Timing,
 )
+from pytest_xtc.core.judging.plausibility import Ceilings
 from pytest_xtc.core.limits import check_limit, worker_memory_limit
 from pytest_xtc.core.workers import isolation, template
 
@@ -197,6 +198,10 @@ class IsolatedAdapter(TargetAdapter):
     def peak_flops(self, dtype: str) -> float | None:
         peak: float | None = self._ask("peak_flops", dtype, limit=self.limits.peak)
         return peak
+
+    def physical_limits(self, dtype: str) -> Ceilings | None:
+        limits: Ceilings | None = self._ask("physical_limits", dtype, limit=self.limits.query)
+        return limits
 
     def prepare(self, workdir: Path) -> None:
         """Done in the host when it loads the adapter."""
@@ -378,4 +383,13 @@ def _plain(method: str, value: Any) -> Any:
         return None if value is None else str(value)
     if method == "peak_flops":
         return None if value is None else float(value)
+    if method == "physical_limits":
+        if value is not None and not isinstance(value, Ceilings):
+            raise AdapterFailure(f"physical_limits() gave {type(value).__name__}, not Ceilings")
+        def number(v: Any) -> float | None:
+            return None if v is None else float(v)
+
+        return None if value is None else Ceilings(
+            number(value.flops_per_s), number(value.bytes_per_s), number(value.min_call_s),
+            str(value.basis))
     return value

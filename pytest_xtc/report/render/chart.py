@@ -5,7 +5,8 @@ bars stay visible beside large ones). Ops with no FLOP count (pad, transpose: da
 movement) are in the chart too, in a panel of their own: the median of their time/numpy
 per target, op and dtype (below 1: faster than numpy).
 
-matplotlib is optional (``pip install 'pytest-xtc[report]'``): without it the chart is
+matplotlib is optional (the ``report`` extra: ``pip install './pytest-xtc[report]'`` from a
+clone, or ``pip install matplotlib``): without it the chart is
 left out, with a warning saying so; the rest of the bundle is written as usual.
 """
 
@@ -25,7 +26,8 @@ from pytest_xtc.report.render.text import visible
 
 PLOT = "perf.svg"
 MISSING = (
-    f"{PLOT} not written: matplotlib is not installed (pip install 'pytest-xtc[report]')"
+    f"{PLOT} not written: matplotlib is not installed (pip install matplotlib, or the "
+    "report extra: pip install './pytest-xtc[report]' from a clone)"
 )
 #: Size classes by the flops of one kernel call: (upper bound, name).
 SIZES = ((1e5, "small"), (1e7, "medium"), (float("inf"), "large"))

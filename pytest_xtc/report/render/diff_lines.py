@@ -8,11 +8,7 @@ from pytest_xtc.report.rules.comparison import Comparison
 
 def lines(found: Comparison, width_limit: int = 30) -> list[str]:
     """The comparison for a terminal (each list cut at ``width_limit`` entries)."""
-    out = [visible(f"{found.old} -> {found.new}: {len(found.changed)} status changes "
-                   f"({sum(c.regression for c in found.changed)} regressions), "
-                   f"{len(found.added)} new, {len(found.gone)} gone, {len(found.slower)} "
-                   f"slower, {len(found.faster)} faster ({found.timed} kernels timed on "
-                   f"both sides, {found.untimed} with too few repeats)")]
+    out = [visible(f"{found.old} -> {found.new}: {found.headline()}")]
 
     def cut(rows: list[list[str]]) -> list[list[str]]:
         more = len(rows) - width_limit
@@ -30,8 +26,10 @@ def lines(found: Comparison, width_limit: int = 30) -> list[str]:
     for title, speeds in (("slower", found.slower), ("faster", found.faster)):
         if speeds:
             rows = [[s.case, human_time(s.old_median_s), human_time(s.new_median_s),
-                     f"{s.ratio:.2f}x", f"{s.p:.3g}"] for s in speeds]
+                     f"{s.ratio:.2f}x", f"{s.low:.2f}-{s.high:.2f}", f"{s.load:.2f}",
+                     f"{s.p:.3g}"] for s in speeds]
             out += ["", f"{title} kernels:",
-                    table(["case", "median was", "now", "ratio", "p"], cut(rows), width=120)]
+                    table(["case", "median was", "now", "ratio", "interval", "machine",
+                           "p"], cut(rows), width=120)]
     out += ["", f"speed test: {found.test}"]
     return out

@@ -49,8 +49,10 @@ def _count_cell(counts: Mapping[str, int], name: str) -> str:
     return str(n)
 
 
-def render(report: Report | Mapping[str, Any]) -> str:
-    """summary.md of an assembled report (report.json's data is read first)."""
+def render(report: Report | Mapping[str, Any], *, unused_waivers: bool = True) -> str:
+    """summary.md of an assembled report (report.json's data is read first);
+    ``unused_waivers``: list the suite's waivers that covered nothing (not in CI job
+    summaries, where every job would repeat them)."""
     if not isinstance(report, Report):
         report = read_report(report)
     case_set, totals = report.case_set, report.totals or {}
@@ -88,7 +90,7 @@ def render(report: Report | Mapping[str, Any]) -> str:
             why += [f"- **{markdown(name)}** {profile}: {markdown(r)}" for r in own]
     if why:
         lines += ["", "## Why not conformant", "", *why]
-    lines += _waivers(report)
+    lines += _waivers(report, unused_waivers)
     lines += checks_section(report)
     lines += perf_table(report)
     return "\n".join(lines) + "\n"
@@ -120,7 +122,7 @@ def _runs(report: Report) -> list[str]:
     return [*lines, ""]
 
 
-def _waivers(report: Report) -> list[str]:
+def _waivers(report: Report, unused_shown: bool = True) -> list[str]:
     by_id = {str(w.get("id")): w for w in report.waivers}
     waived = [(t, c, w) for t, e in report.targets.items()
               for c, w in sorted((e.waived or {}).items())]
@@ -130,7 +132,7 @@ def _waivers(report: Report) -> list[str]:
         lines += [f"- {markdown(f'{t}-{c}')} (waiver {_code(w)}: "
                   f"{markdown(by_id.get(w, {}).get('url', '?'))})" for t, c, w in waived]
     used = report.waivers_used or {}
-    unused = [w for w in by_id if not used.get(w)]
+    unused = [w for w in by_id if not used.get(w)] if unused_shown else []
     if unused:
         lines += ["", "## Unused waivers", "",
                   "Waivers of the suite that covered no failure in this bundle (a waiver "

@@ -2,37 +2,55 @@
 
 Cases are matched by ``<target>-<case id>``. Found: cases whose status changed (a
 *regression* where a passed case now fails, errs, is invalid or has no result), cases new
-in NEW and gone from OLD, and kernels slower or faster beyond the noise of their repeats.
+in NEW and gone from OLD, and kernels slower or faster, *significantly and by more than
+the noise* (docs/report.md, "Comparing two bundles", says why this method):
 
-The speed test: a bundle keeps each kernel call's seconds (``times``, one per repeat, of
-passed cases with a performance record). Two samples are compared with the Mann-Whitney
-U test (two-sided, exact distribution without ties; rank-based, so one outlier repeat
-does not decide), and a kernel counts as slower or faster when p < ``alpha`` (0.01) *and*
-its median moved by more than ``threshold`` (10%). With 5 repeats on each side the exact
-test reaches p = 2/252 = 0.008 only when every repeat of one side is above every repeat
-of the other: the ranges do not overlap. Fewer than 4 repeats on a side: not tested
-(counted as such). The exact distribution is a few lines of counting (below); scipy
-would be a 40 MB dependency for it.
+* each bundle keeps every repeat's kernel time (``times``) and numpy's median time for the
+  same graph, measured by the same process moments later (``perf.numpy_median_s``): numpy
+  runs the same code in both bundles, so the median of its ratios NEW/OLD over the pair's
+  kernels is the change of the machine (load, clock, another host), and every kernel's
+  ratio is divided by it;
+* *significant*: the Mann-Whitney U test of the two samples (two-sided, exact) gives
+  p < ``alpha`` (0.01; with 5 repeats a side, only when the ranges do not overlap);
+* *large*: the bootstrap interval (99%, 2000 resamples of each side's repeats, seeded by
+  the case) of the ratio of medians lies wholly beyond the minimum effect, the larger of
+  ``threshold`` (10%) and the pair's own noise: how far the unchanged kernels moved,
+  3 x the scaled median absolute deviation of every compared kernel's log ratio;
+* kernels under :data:`MIN_KERNEL_S` on both sides are not compared (a call's overhead
+  and the timer decide their times: counted as too short); fewer than 4 repeats on a
+  side: not tested.
 """
 
 from __future__ import annotations
 
+import hashlib
+import math
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import cache
 from math import comb, erfc, sqrt
 from typing import Any
+
+import numpy as np
 
 from pytest_xtc.report.parts.records import CaseRecord
 
 ALPHA = 0.01
 THRESHOLD = 0.10
 MIN_SAMPLES = 4
+#: Kernels faster than this (median, both sides) are not compared: their times are the
+#: call's overhead and the timer's resolution more than the kernel.
+MIN_KERNEL_S = 1e-6
+CONFIDENCE = 0.99
+RESAMPLES = 2000
+#: Kernels a pair needs for its own noise figure (fewer: the threshold alone).
+NOISE_KERNELS = 8
 #: A status change from passed to one of these is a regression.
 WORSE = ("failed", "error", "invalid", "missing")
-TEST = (f"Mann-Whitney U, two-sided, on each repeat's kernel time; p < {ALPHA} and the "
-        f"median moved by more than {THRESHOLD:.0%}")
+TEST = (f"Mann-Whitney U p < {ALPHA} on each repeat's kernel time (over the machine's "
+        f"change, numpy's median ratio) and the {CONFIDENCE:.0%} bootstrap interval of the "
+        f"ratio of medians beyond the larger of {THRESHOLD:.0%} and the pair's own noise")
 
 
 @cache
@@ -80,9 +98,13 @@ class Speed:
     case: str
     old_median_s: float
     new_median_s: float
-    ratio: float  # new median / old median
-    p: float
+    ratio: float  # new median / old median, over the machine's change (load)
+    p: float  # Mann-Whitney U, two-sided
     samples: tuple[int, int]
+    low: float = 0.0  # the bootstrap interval of ``ratio``
+    high: float = 0.0
+    load: float = 1.0  # the machine's change taken out (numpy's, the pair's median)
+    effect: float = THRESHOLD  # the minimum effect it was held against
 
 
 @dataclass
@@ -94,8 +116,12 @@ class Comparison:
     gone: list[str] = field(default_factory=list)
     slower: list[Speed] = field(default_factory=list)
     faster: list[Speed] = field(default_factory=list)
-    timed: int = 0  # cases timed in both with enough repeats
+    timed: int = 0  # kernels compared (enough repeats on both sides, long enough)
     untimed: int = 0  # cases in both without enough repeats on a side
+    short: int = 0  # kernels under MIN_KERNEL_S on both sides: not compared
+    machine: float = 1.0  # how much slower NEW's machine ran (numpy's median ratio)
+    noise: float = 0.0  # the pair's own noise (relative), see the module's docstring
+    effect: float = THRESHOLD  # the minimum effect: max(threshold, noise)
     test: str = TEST
 
     @property
@@ -107,9 +133,28 @@ class Comparison:
     def empty(self) -> bool:
         return not (self.changed or self.added or self.gone or self.slower or self.faster)
 
+    def summary(self) -> dict[str, int]:
+        """The counts every view shows (terminal, JSON, page): one set of numbers."""
+        return {"changed": len(self.changed), "regressions": len(self.regressions),
+                "added": len(self.added), "gone": len(self.gone), "slower": len(self.slower),
+                "faster": len(self.faster), "timed": self.timed, "too_short": self.short,
+                "untimed": self.untimed}
+
+    def headline(self) -> str:
+        """One sentence of :meth:`summary`, the same in the terminal and on the page."""
+        n = self.summary()
+        return (f"{n['regressions']} regressions ({n['changed']} status changes, "
+                f"{n['slower']} kernels slower), {n['faster']} faster, {n['added']} new, "
+                f"{n['gone']} gone; {n['timed']} kernels compared (the machine {self.machine:.2f}x "
+                f"slower by numpy's times), {n['too_short']} too "
+                f"short to compare (under {MIN_KERNEL_S * 1e6:g} us), {n['untimed']} with "
+                f"too few repeats; minimum effect {self.effect:.0%} (noise of this pair "
+                f"{self.noise:.0%})")
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["regressions"] = self.regressions
+        data["summary"] = self.summary()
         return data
 
 
@@ -119,19 +164,74 @@ def _times(record: CaseRecord) -> list[float]:
     return [float(t) for t in record.times if isinstance(t, (int, float))]
 
 
-def _speed(key: str, old: CaseRecord, new: CaseRecord, alpha: float,
-           threshold: float) -> tuple[Speed | None, bool]:
-    """The kernel's speed change, if beyond noise; and whether it could be tested."""
+def _numpy_median(record: CaseRecord) -> float | None:
+    value = (record.perf or {}).get("numpy_median_s")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        return None
+    return float(value)
+
+
+def _seed(key: str) -> int:
+    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "little")
+
+
+def bootstrap(a: Sequence[float], b: Sequence[float], key: str,
+              confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """The ``confidence`` interval of median(b) / median(a), each side's repeats
+    resampled :data:`RESAMPLES` times (seeded by ``key``: the same bundles give the same
+    interval)."""
+    rng = np.random.default_rng(_seed(key))
+    old, new = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    olds = np.median(rng.choice(old, (RESAMPLES, old.size)), axis=1)
+    news = np.median(rng.choice(new, (RESAMPLES, new.size)), axis=1)
+    ratios = news / olds
+    tail = (1 - confidence) / 2 * 100
+    low, high = np.percentile(ratios, [tail, 100 - tail])
+    return float(low), float(high)
+
+
+def _candidate(key: str, old: CaseRecord, new: CaseRecord) -> Speed | str:
+    """The kernel's change before the machine's is taken out (``load``: numpy's ratio
+    for this graph), or why none: ``untimed`` or ``short``."""
     a, b = _times(old), _times(new)
     if len(a) < MIN_SAMPLES or len(b) < MIN_SAMPLES:
-        return None, False
+        return "untimed"
     before, after = statistics.median(a), statistics.median(b)
-    if before <= 0:
-        return None, False
-    ratio, p = after / before, mann_whitney(a, b)
-    if p < alpha and abs(ratio - 1) > threshold:
-        return Speed(key, before, after, ratio, p, (len(a), len(b))), True
-    return None, True
+    if before <= 0 or after <= 0:
+        return "untimed"
+    if before < MIN_KERNEL_S and after < MIN_KERNEL_S:
+        return "short"
+    ours, theirs = _numpy_median(old), _numpy_median(new)
+    return Speed(key, before, after, after / before, 1.0, (len(a), len(b)),
+                 load=theirs / ours if ours and theirs else 0.0)
+
+
+def _judged(speed: Speed, old: CaseRecord, new: CaseRecord, machine: float) -> Speed:
+    """``speed`` over the machine's change: its ratio, p-value and interval."""
+    a, b = _times(old), [t / machine for t in _times(new)]
+    low, high = bootstrap(a, b, speed.case)
+    return replace(speed, ratio=speed.ratio / machine, p=mann_whitney(a, b), low=low,
+                   high=high, load=machine)
+
+
+def machine_change(speeds: Sequence[Speed]) -> float:
+    """How much slower NEW's machine ran than OLD's: the median of numpy's ratios NEW/OLD
+    over the pair's kernels (numpy ran the same code in both; 1 when not measured). One
+    figure for the pair: numpy's own time, measured once a graph, is too noisy to take
+    out a kernel's load one by one."""
+    found = [s.load for s in speeds if s.load > 0]
+    return math.exp(statistics.median(math.log(r) for r in found)) if found else 1.0
+
+
+def pair_noise(ratios: Sequence[float]) -> float:
+    """How far the kernels of a pair moved without a change (relative): 3 x the scaled
+    median absolute deviation of their log ratios (0 for fewer than :data:`NOISE_KERNELS`)."""
+    if len(ratios) < NOISE_KERNELS:
+        return 0.0
+    logs = [math.log(r) for r in ratios]
+    centre = statistics.median(logs)
+    mad = statistics.median(abs(x - centre) for x in logs)
+    return math.exp(3 * 1.4826 * mad) - 1
 
 
 def by_key(records: Sequence[CaseRecord]) -> dict[str, CaseRecord]:
@@ -144,26 +244,40 @@ def compare(old: Sequence[CaseRecord], new: Sequence[CaseRecord], *, old_name: s
     """The differences between the records of two bundles."""
     before, after = by_key(old), by_key(new)
     found = Comparison(old_name, new_name, test=TEST if (alpha, threshold) == (ALPHA, THRESHOLD)
-                       else f"Mann-Whitney U, two-sided; p < {alpha}, median moved > "
-                       f"{threshold:.0%}")
+                       else f"Mann-Whitney U p < {alpha} and the bootstrap interval of the "
+                       f"ratio of medians beyond the larger of {threshold:.0%} and the noise")
     found.added = sorted(k for k in after if k not in before)
     found.gone = sorted(k for k in before if k not in after)
+    speeds = []
     for key in sorted(before.keys() & after.keys()):
         was, now = before[key], after[key]
         if was.status != now.status:
             found.changed.append(Change(key, was.status, now.status))
             continue
-        speed, tested = _speed(key, was, now, alpha, threshold)
-        found.timed += tested
-        found.untimed += not tested and bool(_times(was) or _times(now))
-        if speed is not None:
-            (found.slower if speed.ratio > 1 else found.faster).append(speed)
+        got = _candidate(key, was, now)
+        if isinstance(got, Speed):
+            speeds.append(got)
+        elif got == "short":
+            found.short += 1
+        else:
+            found.untimed += bool(_times(was) or _times(now))
+    found.timed = len(speeds)
+    found.machine = machine_change(speeds)
+    speeds = [_judged(s, before[s.case], after[s.case], found.machine) for s in speeds]
+    found.noise = pair_noise([s.ratio for s in speeds])
+    found.effect = max(threshold, found.noise)
+    for speed in speeds:
+        held = replace(speed, effect=found.effect)
+        if speed.p >= alpha:
+            continue
+        if speed.low > 1 + found.effect:
+            found.slower.append(held)
+        elif speed.high < 1 / (1 + found.effect):
+            found.faster.append(held)
     found.slower.sort(key=lambda s: -s.ratio)
     found.faster.sort(key=lambda s: s.ratio)
     return found
 
 
 def summarize(found: Comparison) -> Mapping[str, int]:
-    return {"changed": len(found.changed), "regressions": len(found.regressions),
-            "added": len(found.added), "gone": len(found.gone),
-            "slower": len(found.slower), "faster": len(found.faster)}
+    return found.summary()

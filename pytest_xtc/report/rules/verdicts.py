@@ -202,7 +202,8 @@ def judge(
         for record in found:
             status = "waived" if case_id in waived else record.status
             counts[status] = counts.get(status, 0) + 1
-            counts["xfailed"] += record.pytest_outcome == "xfailed"
+            # one word a case (rules/statuses.py): a waived case is not also xfailed
+            counts["xfailed"] += record.pytest_outcome == "xfailed" and case_id not in waived
         counts["duplicate"] += len(found) - 1
         counts["extra"] += case_id not in required
     counts["missing"] = sum(c not in by_case for c in required)
@@ -287,7 +288,9 @@ def with_keys(part: Part, names: Iterable[str]) -> frozenset[str] | None:
 def assemble_report(report: Report, records: Iterable[CaseRecord]) -> Report:
     """``report`` with its derived parts filled (targets' results, counts, verdicts,
     scope; totals; case set hash; whether it certifies; the waivers used) from the
-    records; a record of a target the report does not know is left out."""
+    records; a record of a target the report does not know is left out. The targets come
+    out sorted by name, whatever order the command line gave them in: report.json is
+    written with sorted keys, and every rendering (summary.md, verify's) follows this."""
     waivers = waivers_from([dict(w) for w in report.waivers], "report.json waivers")
     mine: dict[str, list[CaseRecord]] = {t: [] for t in report.targets}
     for record in records:
@@ -295,7 +298,7 @@ def assemble_report(report: Report, records: Iterable[CaseRecord]) -> Report:
     totals: Counter[str] = Counter()
     used: Counter[str] = Counter()
     targets = {}
-    for name, entry in report.targets.items():
+    for name, entry in sorted(report.targets.items()):  # one canonical order: by name
         order = {c: i for i, c in enumerate(entry.case_set.ids)}
         results = sorted(mine[name], key=lambda r: (order.get(r.case, len(order)), record_key(r)))
         judgement = judge(

@@ -21,10 +21,7 @@ def _speeds(title: str, speeds: list[Speed]) -> list[str]:
 def changes(found: Comparison) -> list[str]:
     """Status changes (regressions marked), new and gone cases, slower and faster kernels."""
     lines = [f"<p>Baseline <code>{esc(found.old)}</code>, this bundle <code>{esc(found.new)}"
-             f"</code>: {len(found.changed)} status changes ({len(found.regressions)} "
-             f"regressions), {len(found.added)} new cases, {len(found.gone)} gone, "
-             f"{len(found.slower)} slower, {len(found.faster)} faster kernels "
-             f"({found.timed} timed on both sides).</p>"]
+             f"</code>: {esc(found.headline())}.</p>"]
     if found.changed:
         rows = [[f"<span class=mono>{esc(c.case)}</span>",
                  f'<span class="{status_class(c.old)}">{esc(c.old)}</span>',
