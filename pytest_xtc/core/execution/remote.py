@@ -14,6 +14,7 @@ cause.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import tempfile
 import threading
@@ -198,6 +199,16 @@ class IsolatedAdapter(TargetAdapter):
         peak: float | None = self._ask("peak_flops", dtype, limit=self.limits.peak)
         return peak
 
+    def kernel_identity(self) -> dict[str, Any] | None:
+        """The adapter's, asked once; None (not cached) when it fails to answer."""
+        if self.failure() is not None:
+            return None
+        try:
+            found: dict[str, Any] | None = self._ask("kernel_identity", limit=self.limits.query)
+        except AdapterFailure:
+            return None
+        return found
+
     def prepare(self, workdir: Path) -> None:
         """Done in the host when it loads the adapter."""
 
@@ -378,4 +389,9 @@ def _plain(method: str, value: Any) -> Any:
         return None if value is None else str(value)
     if method == "peak_flops":
         return None if value is None else float(value)
+    if method == "kernel_identity":  # plain JSON data, never a vendor's object
+        try:
+            return None if value is None else json.loads(json.dumps(value))
+        except (TypeError, ValueError) as exc:
+            raise AdapterFailure(f"kernel_identity() gave no plain data: {exc}") from None
     return value

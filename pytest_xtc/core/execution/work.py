@@ -31,7 +31,7 @@ from pytest_xtc.core.adapter import ONCE, InfrastructureError, RunResult, Target
 from pytest_xtc.core.cases import graphs, values
 from pytest_xtc.core.cases.case import Case
 from pytest_xtc.core.cases.schedule_rules import INVALID_CASE, InvalidSchedule
-from pytest_xtc.core.execution import guard, placement
+from pytest_xtc.core.execution import guard, kernels, placement
 from pytest_xtc.core.execution.settings import Settings
 from pytest_xtc.core.outcome import Failure, FailureKind, Phase
 from pytest_xtc.core.workers import interrupts, transfer
@@ -74,6 +74,8 @@ class Work:
     notes: list[str] = field(default_factory=list)  # what the worker did after the case
     export: Any = None  # the adapter's ExportedKernel, for a device runner (split runs)
     kept: bool = False  # the worker that did it is kept for the next case (``keep_worker``)
+    #: the work folder's files right after a fresh compile, for the kernel cache (kernels.py)
+    kernel_files: dict[str, str] | None = None
 
     @property
     def outputs(self) -> list[np.ndarray]:
@@ -126,6 +128,7 @@ class WorkRequest:
     execute: bool
     settings: Settings
     more: list[list[np.ndarray]] = field(default_factory=list)  # further calls' inputs
+    kernel: str = ""  # kernels.REUSE: the compile's files are placed; kernels.KEEP: digest them
 
 
 def call_kernel(
@@ -236,8 +239,12 @@ def target_work(
     phase = Phase.COMPILE
     try:
         start = time.perf_counter()
-        artifact = adapter.compile(case, workdir)
+        with kernels.reusing(request.kernel == kernels.REUSE):
+            artifact = adapter.compile(case, workdir)
         done.compile_s = time.perf_counter() - start
+        where = Path(artifact.directory).resolve()
+        if request.kernel == kernels.KEEP and where == workdir.resolve():
+            done.kernel_files = kernels.manifest(workdir)  # before any of its code runs
         if case.placement is not None:
             phase = Phase.PLACEMENT
             placement.check(case, artifact.directory)
