@@ -28,8 +28,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from pytest_xtc.core.adapter import TargetAdapter
     from pytest_xtc.core.cases.case import Case
-    from pytest_xtc.core.execution.settings import Settings
-    from pytest_xtc.core.execution.work import Work
 
 FORMAT = 1
 #: The case's fields that only its run and its checks read, never its compile: input
@@ -103,11 +101,11 @@ def identity(adapter: TargetAdapter) -> Any:
     return kept[1]
 
 
-def before(adapter: TargetAdapter, case: Case, workdir: Path, settings: Settings) -> Lookup | None:
+def before(adapter: TargetAdapter, case: Case, workdir: Path,
+           store: KernelStore | None) -> Lookup | None:
     """Look ``case`` up before its work; its files placed in ``workdir`` on a hit. None
     when no cache is used for it."""
-    store = settings.kernels
-    if store is None or settings.from_pack:
+    if store is None:
         return None
     found = identity(adapter)
     if found is None:
@@ -124,16 +122,18 @@ def mode(lookup: Lookup | None) -> str:
     return "" if lookup is None else REUSE if lookup.hit else KEEP
 
 
-def after(settings: Settings, lookup: Lookup | None, done: Work, workdir: Path) -> None:
-    """Keep what a fresh compile left in ``workdir``; say a bad entry in the notes."""
-    if lookup is None or settings.kernels is None:
+def after(store: KernelStore | None, lookup: Lookup | None, workdir: Path,
+          files: Mapping[str, str] | None, notes: list[str]) -> None:
+    """Keep the ``files`` a fresh compile left in ``workdir`` (the worker's digests, taken
+    right after it: ``Work.kernel_files``); add to ``notes`` what went wrong."""
+    if lookup is None or store is None:
         return
     if lookup.note:
-        done.notes.append(lookup.note)
-    if not lookup.hit and done.kernel_files:
-        note = settings.kernels.store(lookup.key, workdir, done.kernel_files)
+        notes.append(lookup.note)
+    if not lookup.hit and files:
+        note = store.store(lookup.key, workdir, files)
         if note:
-            done.notes.append(note)
+            notes.append(note)
 
 
 def manifest(workdir: Path) -> dict[str, str] | None:

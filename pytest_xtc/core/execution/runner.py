@@ -132,7 +132,8 @@ def run_case(
         outputs = [empty(o.shape, np.dtype(o.dtype)) for o in graphs.outputs(case.graph)]
     inputs = input_sets[0]
     mine = replace(settings, kept_worker=True) if twin_first else settings
-    kept = kernels.before(adapter, case, workdir, settings)  # a kept kernel placed, or not
+    store = None if settings.from_pack else settings.kernels  # nothing compiles from a pack
+    kept = kernels.before(adapter, case, workdir, store)  # a kept kernel placed, or not
     request = WorkRequest(case, workdir, inputs, outputs, execute, replace(mine, kernels=None),
                           input_sets[1:], kernels.mode(kept))
     expected: dict[int, Reference] = {}
@@ -151,7 +152,7 @@ def run_case(
             done = executor.run(request, limits, references if wanted else None)
             # a twin may run in that worker next, as after running this case first itself
             executor.kept = case.id if done.kept and not settings.kept_worker else ""
-            kernels.after(settings, kept, done, workdir)
+            kernels.after(store, kept, workdir, done.kernel_files, done.notes)
         interrupts.check()  # a Ctrl-C an in-process adapter swallowed: no verdict
     except isolation.ChildFailure as exc:
         phase = outcome_phase(exc.phase).value
