@@ -37,7 +37,8 @@ def command(args: argparse.Namespace, report: Path, extra: list[str]) -> list[st
     found = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
              f"--xtc-target={args.target}", "-n", str(args.workers), f"--xtc-report={report}",
              str(ROOT / "pytest_xtc" / "conformance"), *extra]
-    return found + ([f"--xtc-shard={args.shard}"] if args.shard else [])
+    sharded = args.shard and "--xtc-only-cases" not in extra
+    return found + ([f"--xtc-shard={args.shard}"] if sharded else [])
 
 
 def started(args: argparse.Namespace, cache: Path, report: Path,
@@ -94,6 +95,29 @@ def differ(first: Verdicts, second: Verdicts) -> list[str]:
                   if first.get(k, ("",) * 2)[:2] != second.get(k, ("",) * 2)[:2])
 
 
+def changed(args: argparse.Namespace, tmp: Path, cache: Path, cases: Path, extra: list[str],
+            cold: Verdicts) -> None:
+    """One case file changed, the warm run again: which cases compile. A sharded run
+    runs the case files alone, whole (a shard would leave the changed cases out)."""
+    from pytest_xtc.core.cases.case import load_case_paths
+
+    if args.shard:
+        extra = [*extra, "--xtc-only-cases"]
+        run(args, cache, tmp / "report-files", extra)  # every case file's kernels kept
+    path = cases / CHANGED_FILE
+    before = {c.id: c for c in load_case_paths([path])}
+    path.write_text(path.read_text().replace(CHANGED_FROM, CHANGED_TO))
+    after = {c.id: c for c in load_case_paths([path])}
+    expected = sorted(f"{args.target}-{i}" for i, c in after.items() if before.get(i) != c)
+    elapsed, found = run(args, cache, tmp / "report-changed", extra)
+    fresh, failing = compiled(found)
+    print(f"{CHANGED_FILE} changed ({CHANGED_FROM} -> {CHANGED_TO}; its cases changed: "
+          f"{', '.join(expected)}): {elapsed:.1f} s; compiled on the warm run: {len(fresh)} "
+          f"({', '.join(fresh)}); exactly the changed: {fresh == expected}; their compile "
+          f"failing (never kept): {len(failing)}; verdicts differing from the cold run's: "
+          f"{len([k for k in differ(cold, found) if k in cold and k in found])}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=2)
@@ -114,7 +138,7 @@ def main() -> None:
             cache = warm_cache if kind == "warm" or n == 0 else tmp / f"cold-{n}"
             elapsed, found = run(args, cache, tmp / f"report-{kind}-{n}", extra)
             times[kind].append(elapsed)
-            seen.setdefault(kind, found)
+            seen[kind] = found  # the last of each
             print(f"round {n + 1} {kind}: {elapsed:7.1f} s ({counts(found)}; load "
                   f"{os.getloadavg()[0]:.1f})", flush=True)
             bad = differ(seen["cold"], found) if "cold" in seen else []
@@ -129,14 +153,7 @@ def main() -> None:
     print(f"compiled on the warm run, nothing changed: {len(fresh)} {fresh[:10]}; their "
           f"compile failing (never kept): {len(failing)}")
     if args.changed:
-        path = cases / CHANGED_FILE
-        path.write_text(path.read_text().replace(CHANGED_FROM, CHANGED_TO))
-        elapsed, found = run(args, warm_cache, tmp / "report-changed", extra)
-        fresh, failing = compiled(found)
-        print(f"{CHANGED_FILE} changed ({CHANGED_FROM} -> {CHANGED_TO}): {elapsed:.1f} s; "
-              f"compiled on the warm run: {len(fresh)} ({', '.join(fresh)}); their compile "
-              f"failing (never kept): {len(failing)}; verdicts differing from the cold run's: "
-              f"{len(differ(seen['cold'], found))}")
+        changed(args, tmp, warm_cache, cases, extra, seen["cold"])
     if args.concurrent:
         shared = tmp / "shared"
         pair = [started(args, shared, tmp / f"report-both-{n}", extra) for n in range(2)]
