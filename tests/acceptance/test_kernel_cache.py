@@ -11,6 +11,11 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -122,3 +127,56 @@ def test_a_target_caching_kernels_by_too_little_is_rejected_with_the_cache_on(
     for rerun in ("cold", "warm"):
         outcome = run(case, tmp_path, kept, rerun, faults.make(variant))
         assert outcome.status is Status.FAILED, (rerun, outcome.message)
+
+
+def _records(report: Path) -> list[dict]:
+    return [json.loads(line) for line in (report / "results.jsonl").read_text().splitlines()]
+
+
+def _settings(report: Path) -> dict:
+    return json.loads((report / "report.json").read_text())["runs"][0]["settings"]
+
+
+def test_a_pytest_run_says_per_case_whether_its_kernel_came_from_the_cache(
+        run, pytester, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("XTC_KERNEL_CACHE", str(tmp_path / "kernels"))
+    chosen = ("-k", "host-matmul-float32-13x11x7-tile]")  # and its -exact twin: one kernel
+    found = []
+    for n in range(2):
+        result = run("--xtc-target=host", *chosen, f"--xtc-report={tmp_path / str(n)}", "-q")
+        assert result.ret == 0, result.stdout.str()
+        found.append(sorted(r.get("kernel_cached") for r in _records(tmp_path / str(n))))
+        assert _settings(tmp_path / str(n))["compile_cache"] == "on"
+    assert found[1] == [True] * len(found[1]) and False in found[0]
+    result.stdout.fnmatch_lines([f"host: kernels from the cache {len(found[1])}, compiled 0 *"])
+    off = run("--xtc-target=host", *chosen, "--xtc-compile-cache=off", "-q",
+              f"--xtc-report={tmp_path / 'off'}")
+    assert off.ret == 0 and {r.get("kernel_cached") for r in _records(tmp_path / "off")} == {None}
+    assert _settings(tmp_path / "off")["compile_cache"] == "off"
+    bad = run("--xtc-target=host", *chosen, "--xtc-cache-size=big")
+    assert bad.ret == 4 and "--xtc-cache-size=big: expected a size" in bad.stderr.str()
+
+
+CERTIFY = """
+import sys
+from pathlib import Path
+from pytest_xtc import cli
+from pytest_xtc.conformance import SUITE_MODULE
+report = Path(sys.argv[1])
+cli.pytest_args = lambda args: [str(SUITE_MODULE), "--xtc-target=host", "--xtc-case=%s",
+                                f"--xtc-report={report}", "-p", "no:cacheprovider", "-q"]
+cli.main(["run", "--target", "host", "--report", str(report)])
+"""
+
+
+def test_a_certification_never_uses_the_kernel_cache_and_says_so(tmp_path: Path) -> None:
+    kept = tmp_path / "kernels"
+    env = {**os.environ, "XTC_KERNEL_CACHE": str(kept)}
+    env.pop("PYTEST_ADDOPTS", None)
+    for _ in range(2):  # the second would take the first's kernel, were it kept
+        subprocess.run([sys.executable, "-c", CERTIFY % f"host-{CASE}", str(tmp_path / "rep")],
+                       capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
+        assert [r.get("kernel_cached") for r in _records(tmp_path / "rep")] == [None]
+        assert _settings(tmp_path / "rep")["compile_cache"] == "off"
+        shutil.rmtree(tmp_path / "rep")
+    assert not kept.exists() or not any(p.is_file() for p in kept.rglob("*"))
