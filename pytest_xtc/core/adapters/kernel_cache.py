@@ -33,7 +33,7 @@ FOLDER = "kernels-v1"
 ENV_FOLDER = "XTC_KERNEL_CACHE"
 SEAL = "seal"
 FILES = "files"
-#: The size bound by default: a laptop's share (the 795-case host catalog keeps about 30 MB).
+#: The size bound by default: a laptop's share (the host catalog keeps about 15 MB).
 DEFAULT_BYTES = 1 << 30
 MODES = ("on", "off", "refresh")
 _SEAL_BYTES = 1 << 20
