@@ -237,8 +237,8 @@ def kernel_lines(results: list[Result]) -> list[str]:
     for r in results:
         if r.kernel_cached is not None:
             kept[r.target][r.kernel_cached] += 1
-    return [f"{t}: kernels from the cache {n[True]}, compiled {n[False]} "
-            "(--xtc-compile-cache)" for t, n in sorted(kept.items())]
+    return [f"{t}: kernels from the cache {n[True]}, compiled {n[False]}"
+            for t, n in sorted(kept.items())]
 
 
 def shown_columns(counts: dict[str, Counter[str]]) -> list[str]:

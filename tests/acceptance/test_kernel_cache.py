@@ -148,7 +148,7 @@ def test_a_pytest_run_says_per_case_whether_its_kernel_came_from_the_cache(
         found.append(sorted(r.get("kernel_cached") for r in _records(tmp_path / str(n))))
         assert _settings(tmp_path / str(n))["compile_cache"] == "on"
     assert found[1] == [True] * len(found[1]) and False in found[0]
-    result.stdout.fnmatch_lines([f"host: kernels from the cache {len(found[1])}, compiled 0 *"])
+    result.stdout.fnmatch_lines([f"host: kernels from the cache {len(found[1])}, compiled 0"])
     off = run("--xtc-target=host", *chosen, "--xtc-compile-cache=off", "-q",
               f"--xtc-report={tmp_path / 'off'}")
     assert off.ret == 0 and {r.get("kernel_cached") for r in _records(tmp_path / "off")} == {None}
