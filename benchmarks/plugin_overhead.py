@@ -7,9 +7,12 @@ Each variant runs as a fresh process (interpreter start, XTC import, compile, ru
 variants alternating, several rounds; ratios and differences are of the medians (the
 same-work ratio also round by round: the median of each round's ratio, which a machine
 slowing down during the run moves less), all measured side by side in this one run.
-Goals (issue 24):
+Goals (issue 24; issue 56: the default, performance recorded, at most 1.15):
 
-- plugin, same work (``--xtc-repeat=0``) / plain XTC <= 1.05;
+- plugin, same work (``--xtc-repeat=0``, every case compiled: ``--xtc-compile-cache=off``)
+  / plain XTC <= 1.05; the default (performance recorded, the kernels the first run kept
+  taken from the kernel cache, in a folder of this run) <= 1.15, and the same compiling
+  every case;
 - plugin, first case alone: at most 0.3 s over plain XTC's first case alone;
 - plugin, one case by ``--xtc-case``: at most 1 s over plain XTC's first case alone;
 - each also against plain XTC given the runtime the plugin keeps across sessions
@@ -75,15 +78,23 @@ PYTEST = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
 PLUGIN = [*PYTEST, "--xtc-target=host", "-k", SELECT]
 PLAIN = [sys.executable, str(HERE / "plain_xtc.py"), "--dtypes", ",".join(DTYPES)]
 ONE_ID = "host-matmul-float32-13x11x7-none"
+#: The plugin compiles every case, as plain XTC does (the kernel cache off); the variants
+#: "kernels kept" take them from the cache the first run filled (issue 56).
+COMPILED = "--xtc-compile-cache=off"
 WORK = {
     "plain XTC": PLAIN,
-    "plugin, same work (--xtc-repeat=0)": [*PLUGIN, "--xtc-repeat=0"],
-    "plugin, default (performance recorded)": PLUGIN,
+    "plugin, same work (--xtc-repeat=0)": [*PLUGIN, "--xtc-repeat=0", COMPILED],
+    "plugin, performance recorded": [*PLUGIN, COMPILED],
+    "plugin, default (performance recorded, kernels kept)": PLUGIN,
     "plain XTC, first case alone": [*PLAIN, "--one"],
     "plain XTC, kept runtime": [*PLAIN, "--kept-runtime"],
     "plain XTC, kept runtime, first case alone": [*PLAIN, "--one", "--kept-runtime"],
-    "plugin, first case alone (-k)": [*PLUGIN[:-2], "-k", f"{ONE_ID}]", "--xtc-repeat=0"],
-    "plugin, one case by --xtc-case": [*PYTEST, f"--xtc-case={ONE_ID}", "--xtc-repeat=0"],
+    "plugin, first case alone (-k)": [*PLUGIN[:-2], "-k", f"{ONE_ID}]", "--xtc-repeat=0",
+                                      COMPILED],
+    "plugin, first case alone, kernel kept": [*PLUGIN[:-2], "-k", f"{ONE_ID}]",
+                                              "--xtc-repeat=0"],
+    "plugin, one case by --xtc-case": [*PYTEST, f"--xtc-case={ONE_ID}", "--xtc-repeat=0",
+                                       COMPILED],
 }
 ADAPTER_COUNTS = (1, 7, 20)
 #: The start-up that depends on the adapters installed: pytest reads every adapter's
@@ -102,6 +113,7 @@ class Generated{n}(HostTarget):
 #: Bytecode is written (as an installed package has it), whatever this shell says: else
 #: every run compiles the editable checkout's modules again and plain XTC's not.
 BASE_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+BASE_ENV["XTC_KERNEL_CACHE"] = tempfile.mkdtemp(prefix="xtc-overhead-kernels-")  # this run's
 
 
 def timed(command: list[str], cwd: str, env: Mapping[str, str] | None = None) -> float:
@@ -307,8 +319,10 @@ def report_startup(starts: Mapping[str, tuple[list[str], dict[str, str]]],
 def report_work(medians: Mapping[str, float], times: Mapping[str, list[float]]) -> None:
     same_work = "plugin, same work (--xtc-repeat=0)"
     same = medians[same_work]
-    recorded = medians["plugin, default (performance recorded)"]
+    recorded = medians["plugin, performance recorded"]
+    kept = medians["plugin, default (performance recorded, kernels kept)"]
     first = medians["plugin, first case alone (-k)"]
+    first_kept = medians["plugin, first case alone, kernel kept"]
     by_id = medians["plugin, one case by --xtc-case"]
     print(f"28 matmul cases (4 shapes x 7 schedules, {DTYPES.count('float64')} of them in "
           "float64 as the catalog runs them), 3 checked calls each")
@@ -318,9 +332,10 @@ def report_work(medians: Mapping[str, float], times: Mapping[str, list[float]]) 
         paired = statistics.median(a / b for a, b in zip(times[same_work], times[plain],
                                                           strict=True))
         print(f"  plugin / plain XTC{suffix}, same work: {same / whole:.3f} (goal <= 1.05; "
-              f"round by round {paired:.3f}); with performance recorded: {recorded / whole:.3f}")
+              f"round by round {paired:.3f}); with performance recorded: {recorded / whole:.3f}; "
+              f"default (performance recorded, kernels kept): {kept / whole:.3f} (goal <= 1.15)")
         print(f"  first case alone, plugin over plain{suffix}: {first - one:+.2f} s "
-              "(goal <= 0.3 s)")
+              f"(goal <= 0.3 s); its kernel kept: {first_kept - one:+.2f} s")
         print(f"  one case by --xtc-case, plugin over plain{suffix}: {by_id - one:+.2f} s "
               "(goal <= 1 s)")
 

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
         Capabilities,
         ExportedKernel,
         InfrastructureError,
+        KernelCache,
         OptionSpec,
         Probe,
         RunResult,
@@ -33,7 +34,8 @@ SUITE_VERSION = "0.2.0"
 _EXPORTS = {
     **dict.fromkeys(
         ("ONCE", "Artifact", "Capabilities", "ExportedKernel", "InfrastructureError",
-         "OptionSpec", "Probe", "RunResult", "TargetAdapter", "TargetSpec", "Tier", "Timing"),
+         "KernelCache", "OptionSpec", "Probe", "RunResult", "TargetAdapter", "TargetSpec",
+         "Tier", "Timing"),
         "pytest_xtc.core.adapter",
     ),
     "Case": "pytest_xtc.core.cases.case",
@@ -48,6 +50,7 @@ __all__ = [
     "Case",
     "ExportedKernel",
     "InfrastructureError",
+    "KernelCache",
     "OptionSpec",
     "Probe",
     "RunResult",

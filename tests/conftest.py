@@ -17,6 +17,13 @@ FAULTY = {
 }
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _kernel_cache_of_this_run(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Kept kernels go to a folder of this test run (its pytest runs in subprocesses too):
+    no test relies on what another run kept (docs/caches.md, "Kernels")."""
+    os.environ["XTC_KERNEL_CACHE"] = str(tmp_path_factory.mktemp("kernels"))
+
+
 def fake_executable(path: Path, body: str) -> Path:
     """A shell script at ``path`` standing in for a tool (nvcc, kvx-cos-gcc...)."""
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -152,6 +152,18 @@ class ExportedKernel:
     guarded: bool = False  # the runner places operands inside guard bands
 
 
+@dataclass(frozen=True)
+class KernelCache:
+    """An adapter's opt-in to the kernel cache (``docs/vendor-guide.md``, "Kept kernels"):
+    besides the case, its compiled code depends on nothing but its own code, its options,
+    its probe and these ``distributions`` (their files), ``programs`` (found on ``PATH``)
+    and ``environment`` variables (a name ending in ``*``: a prefix)."""
+
+    distributions: tuple[str, ...] = ()
+    programs: tuple[str, ...] = ()
+    environment: tuple[str, ...] = ()
+
+
 class InfrastructureError(RuntimeError):
     """Raised by an adapter when the machinery failed, not the target's code: a device
     that stops answering, a toolchain missing a file. Reported apart from wrong results."""
@@ -180,6 +192,9 @@ class TargetAdapter(ABC):
     #: asked, as it is for a subclass that overrides ``capabilities`` without declaring
     #: again (:func:`declared_placements`). A ``capabilities()`` that contradicts it fails.
     placements: frozenset[str] | None = None
+    #: The kernel cache's opt-in: what the compile depends on besides the case. None (the
+    #: default): every case compiles afresh. A subclass inherits it (``None`` to leave).
+    kernel_cache: KernelCache | None = None
 
     def __init__(self, spec: TargetSpec) -> None:
         self.spec = spec
@@ -270,6 +285,19 @@ class TargetAdapter(ABC):
     def time_limits(self) -> tuple[float, float]:
         """Seconds allowed for (compile, run) of one case; simulators need more."""
         return (120.0, 60.0)
+
+    def kernel_identity(self) -> dict[str, Any] | None:
+        """Everything besides the case that can change what ``compile`` makes, as plain
+        data (``versions.kernel_identity``), for the kernel cache's key; None: not cached."""
+        if self.kernel_cache is None:
+            return None
+        from pytest_xtc.core.versions import kernel_identity
+
+        probe, kept = self.status(), self.kernel_cache
+        classes = [c for c in type(self).__mro__ if issubclass(c, TargetAdapter)]
+        options = {"target": self.spec.base, **self.spec.options}
+        return kernel_identity(classes, options, [dict(probe.versions), probe.device],
+                               kept.distributions, kept.programs, kept.environment)
 
     def memory_limit(self) -> int | None:
         """Bytes of address space (RLIMIT_AS) each isolated worker of this target may use;

@@ -129,6 +129,8 @@ class Outcome:
     #: How a failed or errored case failed, set where the runner classified it; None for
     #: a case that did not fail, and in records written before kinds were recorded.
     kind: FailureKind | None = None
+    #: Whether its kernel came from the kernel cache (None: no cache used for it).
+    kernel_cached: bool | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

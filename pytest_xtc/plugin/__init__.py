@@ -42,7 +42,10 @@ def _own_modules_not_rewritten() -> None:
 
 _own_modules_not_rewritten()
 
-from pytest_xtc.plugin import declarations  # noqa: E402 (not rewritten: after the above)
+from pytest_xtc.plugin import (  # noqa: E402 (not rewritten: after the above)
+    compile_cache,
+    declarations,
+)
 
 #: The suite's test module, found without importing the suite.
 SUITE_MODULE = Path(__file__).resolve().parent.parent / "conformance" / "test_conformance.py"
@@ -51,6 +54,7 @@ _WANTED = pytest.StashKey[bool]()
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     declarations.add(parser)
+    compile_cache.add(parser)
 
 
 def pytest_load_initial_conftests(

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pytest_xtc.core.cases.textfile import UnreadableFile, read_text
+from pytest_xtc.plugin import compile_cache
 from pytest_xtc.plugin.declarations import (  # noqa: F401  (re-exported)
     DEFAULT_LOAD_TIMEOUT,
     DEFAULT_MAX_CASE_BYTES,
@@ -92,6 +93,7 @@ def settings(config: pytest.Config) -> Settings:
         pack_dir=config.getoption("xtc_pack", None) or "",
         from_pack=config.getoption("xtc_from_pack", None) or "",
         run_on=config.getoption("xtc_run_on", None) or "",
+        kernels=compile_cache.opened(config),
     )
 
 

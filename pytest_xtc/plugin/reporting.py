@@ -25,7 +25,7 @@ from pytest_xtc import SUITE_VERSION
 from pytest_xtc.core.adapter import Tier
 from pytest_xtc.core.adapters import registry
 from pytest_xtc.core.cases.identity import test_id
-from pytest_xtc.plugin import options, state
+from pytest_xtc.plugin import compile_cache, options, state
 from pytest_xtc.plugin.bundle_guard import interrupts_deferred, writer_lock
 from pytest_xtc.plugin.run_filters import run_filters
 from pytest_xtc.report import bundle
@@ -328,6 +328,7 @@ class Reporter:
             target_versions={n: e.versions for n, e in self.targets.items()},
             shard=option.xtc_shard,
             workers=getattr(option, "numprocesses", None),
+            compile_cache=compile_cache.mode(self.config),
         )
 
 

@@ -64,6 +64,7 @@ class Result:
     precision: dict[str, Any] | None = None  # its rounding-error sums (core/judging/precision.py)
     checks: dict[str, Any] | None = None  # each per-case check's facts (core/judging/checks)
     tier: str | None = None  # the target's tier when it ran (core.adapter.Tier)
+    kernel_cached: bool | None = None  # its kernel came from the kernel cache (None: unused)
 
     @property
     def selectable(self) -> Traits | str:
@@ -105,6 +106,7 @@ class OutcomeCollector:
                     value.get("precision"),
                     value.get("checks"),
                     value.get("tier"),
+                    value.get("kernel_cached"),
                 )
             )
 
@@ -138,6 +140,8 @@ class OutcomeCollector:
             for reason, n in reasons[target].most_common():
                 # one line each (not wrapped: a reason is searched for as a whole)
                 write(f"  {n} x {visible(reason)}", yellow=True)
+        for line in kernel_lines(self.results):
+            write(line)
         checks = by_target(self.results)
         for target in sorted(checks):
             for line in checks[target].lines(target):
@@ -230,6 +234,16 @@ class OutcomeCollector:
         if not folder or hasattr(self.config, "workerinput"):
             return
         self.updated = write_updates(Path(folder), self._expectation_files(), self.results)
+
+
+def kernel_lines(results: list[Result]) -> list[str]:
+    """Per target, how many kernels came from the kernel cache (docs/caches.md)."""
+    kept: dict[str, Counter[bool]] = defaultdict(Counter)
+    for r in results:
+        if r.kernel_cached is not None:
+            kept[r.target][r.kernel_cached] += 1
+    return [f"{t}: kernels from the cache {n[True]}, compiled {n[False]}"
+            for t, n in sorted(kept.items())]
 
 
 def shown_columns(counts: dict[str, Counter[str]]) -> list[str]:

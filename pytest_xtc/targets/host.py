@@ -25,7 +25,7 @@ from pytest_xtc.core.adapter import (
 )
 from pytest_xtc.core.cases.case import HOST, Case
 from pytest_xtc.core.judging.plausibility import Ceilings
-from pytest_xtc.core.xtc import xtc_env
+from pytest_xtc.core.xtc import kept_kernels, xtc_env
 from pytest_xtc.core.xtc.xtc_env import evaluate as evaluate  # the name vendors use
 
 #: The fastest CPU clock shipped (an Intel i9-14900KS's turbo, 6.2 GHz): the clock where
@@ -51,6 +51,7 @@ class HostTarget(TargetAdapter):
     #: Schedule primitives this target cannot take (None: all).
     unsupported_primitives: frozenset[str] = frozenset()
     placements = frozenset({HOST})
+    kernel_cache = kept_kernels.HOST  # its artifacts can be kept (docs/caches.md)
 
     def probe(self) -> Probe:
         versions = xtc_env.versions()

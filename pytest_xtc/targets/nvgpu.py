@@ -37,7 +37,7 @@ from pytest_xtc.core.adapter import (
 )
 from pytest_xtc.core.cases.case import DEVICE, HOST, Case
 from pytest_xtc.core.execution import placement
-from pytest_xtc.core.xtc import xtc_env
+from pytest_xtc.core.xtc import kept_kernels, xtc_env
 from pytest_xtc.targets.toolchains.cuda import ARCH as _ARCH
 from pytest_xtc.targets.toolchains.cuda import (
     DEFAULT_CUDA_DIR,
@@ -99,6 +99,7 @@ class Compiled:
 class NvgpuTarget(TargetAdapter):
     ordinals = True  # NAME[N]: device N
     placements = frozenset({HOST, DEVICE})
+    kernel_cache = kept_kernels.NVGPU  # its artifacts can be kept (docs/caches.md)
     options = (
         OptionSpec(
             ARCH_OPTION,

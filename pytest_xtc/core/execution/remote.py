@@ -14,6 +14,7 @@ cause.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import tempfile
 import threading
@@ -202,6 +203,16 @@ class IsolatedAdapter(TargetAdapter):
     def physical_limits(self, dtype: str) -> Ceilings | None:
         limits: Ceilings | None = self._ask("physical_limits", dtype, limit=self.limits.query)
         return limits
+
+    def kernel_identity(self) -> dict[str, Any] | None:
+        """The adapter's, asked once; None (not cached) when it fails to answer."""
+        if self.failure() is not None:
+            return None
+        try:
+            found: dict[str, Any] | None = self._ask("kernel_identity", limit=self.limits.query)
+        except AdapterFailure:
+            return None
+        return found
 
     def prepare(self, workdir: Path) -> None:
         """Done in the host when it loads the adapter."""
@@ -392,4 +403,10 @@ def _plain(method: str, value: Any) -> Any:
         return None if value is None else Ceilings(
             number(value.flops_per_s), number(value.bytes_per_s), number(value.min_call_s),
             str(value.basis))
+
+    if method == "kernel_identity":  # plain JSON data, never a vendor's object
+        try:
+            return None if value is None else json.loads(json.dumps(value))
+        except (TypeError, ValueError) as exc:
+            raise AdapterFailure(f"kernel_identity() gave no plain data: {exc}") from None
     return value

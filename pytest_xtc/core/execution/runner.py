@@ -24,7 +24,7 @@ from pytest_xtc.core.adapter import ONCE, TargetAdapter, Tier, declared_placemen
 from pytest_xtc.core.cases import graphs
 from pytest_xtc.core.cases.case import Case, case_bytes
 from pytest_xtc.core.cases.selectors import Traits
-from pytest_xtc.core.execution import order, packed, perf
+from pytest_xtc.core.execution import kernels, order, packed, perf
 from pytest_xtc.core.execution.executors import executor_for
 from pytest_xtc.core.execution.settings import Settings
 from pytest_xtc.core.execution.work import (
@@ -136,7 +136,10 @@ def run_case(
         outputs = [empty(o.shape, np.dtype(o.dtype)) for o in graphs.outputs(case.graph)]
     inputs = input_sets[0]
     mine = replace(settings, kept_worker=True) if twin_first else settings
-    request = WorkRequest(case, workdir, inputs, outputs, execute, mine, input_sets[1:])
+    store = None if settings.from_pack else settings.kernels  # nothing compiles from a pack
+    kept = kernels.before(adapter, case, workdir, store)  # a kept kernel placed, or not
+    request = WorkRequest(case, workdir, inputs, outputs, execute, replace(mine, kernels=None),
+                          input_sets[1:], kernels.mode(kept))
     expected: dict[int, Reference] = {}
 
     def references() -> None:  # while a worker compiles and runs: this core is free
@@ -153,6 +156,7 @@ def run_case(
             done = executor.run(request, limits, references if wanted else None)
             # a twin may run in that worker next, as after running this case first itself
             executor.kept = case.id if done.kept and not settings.kept_worker else ""
+            kernels.after(store, kept, workdir, done.kernel_files, done.notes)
         interrupts.check()  # a Ctrl-C an in-process adapter swallowed: no verdict
     except isolation.ChildFailure as exc:
         phase = outcome_phase(exc.phase).value
@@ -170,6 +174,7 @@ def run_case(
         outcome.tier = Tier.EXECUTE.value  # the kernels ran, on the machine that ran the pack
     outcome = _judge(outcome, adapter, case, input_sets if execute else [], done, settings,
                      workdir, expected)
+    outcome.kernel_cached = None if kept is None else kept.hit
     if done.notes:
         outcome.message = "; ".join(filter(None, [outcome.message, *done.notes]))
     return outcome

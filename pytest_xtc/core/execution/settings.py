@@ -10,6 +10,7 @@ from pytest_xtc.core.limits import DEFAULT_MAX_CASE_BYTES, check_budget, check_l
 
 if TYPE_CHECKING:
     from pytest_xtc.core.cases.case import Case
+    from pytest_xtc.core.execution.kernels import KernelStore
 
 
 @dataclass
@@ -38,6 +39,8 @@ class Settings:
     #: runs in it when ``kept_worker`` (the case again).
     keep_worker: bool = False
     kept_worker: bool = False
+    #: The kernel cache (``--xtc-compile-cache``; kernels.py); None: every case compiles.
+    kernels: KernelStore | None = None
 
     @property
     def exports(self) -> bool:

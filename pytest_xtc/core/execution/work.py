@@ -31,7 +31,7 @@ from pytest_xtc.core.adapter import ONCE, InfrastructureError, RunResult, Target
 from pytest_xtc.core.cases import graphs, values
 from pytest_xtc.core.cases.case import Case
 from pytest_xtc.core.cases.schedule_rules import INVALID_CASE, InvalidSchedule
-from pytest_xtc.core.execution import guard, placement
+from pytest_xtc.core.execution import guard, kernels, placement
 from pytest_xtc.core.execution.settings import Settings
 from pytest_xtc.core.outcome import Failure, FailureKind, Phase
 from pytest_xtc.core.workers import confinement, interrupts, transfer
@@ -74,6 +74,8 @@ class Work:
     notes: list[str] = field(default_factory=list)  # what the worker did after the case
     export: Any = None  # the adapter's ExportedKernel, for a device runner (split runs)
     kept: bool = False  # the worker that did it is kept for the next case (``keep_worker``)
+    #: the work folder's files right after a fresh compile, for the kernel cache (kernels.py)
+    kernel_files: dict[str, str] | None = None
 
     @property
     def outputs(self) -> list[np.ndarray]:
@@ -145,6 +147,7 @@ class WorkRequest:
     execute: bool
     settings: Settings
     more: list[list[np.ndarray]] = field(default_factory=list)  # further calls' inputs
+    kernel: str = ""  # kernels.REUSE: the compile's files are placed; kernels.KEEP: digest them
 
 
 def call_kernel(
@@ -165,9 +168,12 @@ def call_kernel(
     ``inputs`` themselves when the kernel left their copies' bytes alone; its outputs are
     allocated by ``empty`` (shared memory in a worker: they go back without a copy).
     ``report`` is told ``phase`` (``run``; :data:`TIMED_RUN` for the timed call) as the
-    adapter's run starts, ``transfer`` as it ends: the run limit times the target's work,
-    not the copies around it. ``call``: the call's number in the case (its operands'
-    alignment may change between calls: ``guard.for_call``)."""
+    adapter's run starts, ``transfer`` once the call's own look at what it left (its
+    inputs' bytes, its guard bands) is done: the run limit times the target's work and
+    that look (work a run in process does too), not the copies around them; a worker's
+    ``transfer_s`` counts only the moving (issue 56: 256 MB of inputs compared took about
+    0.25 s a case, recorded as 1 ms/MB of transfer). ``call``: the call's number in the
+    case (its operands' alignment may change between calls: ``guard.for_call``)."""
     interrupts.check()  # an adapter in this process may have caught the last Ctrl-C
     shifts = [guard.offset(case.align, np.dtype(a.dtype).itemsize, n, call)
               for n, a in enumerate([*inputs, *like])]
@@ -185,10 +191,10 @@ def call_kernel(
     views = [g.view for g in placed]
     report(phase)
     result = adapter.run(artifact, views[: len(inputs)], views[len(inputs) :], timing)
+    left, found = _kept(inputs, views[: len(inputs)]), guard.check(placed)
     report(TRANSFER)
-    found = guard.check(placed)
     outs = [_copy(v, empty) for v in views[len(inputs) :]]
-    return Call(_kept(inputs, views[: len(inputs)]), outs, found), result
+    return Call(left, outs, found), result
 
 
 def _call_unguarded(adapter: TargetAdapter, artifact: Any, inputs: list[np.ndarray],
@@ -203,11 +209,12 @@ def _call_unguarded(adapter: TargetAdapter, artifact: Any, inputs: list[np.ndarr
              for o, at in zip(outs, shifts[len(inputs) :], strict=True)]
     report(phase)
     result = adapter.run(artifact, ins, given, timing)
+    left = _kept(inputs, ins)
     report(TRANSFER)
     for out, used in zip(outs, given, strict=True):
         if out is not used:
             np.copyto(out, used)
-    return Call(_kept(inputs, ins), outs), result
+    return Call(left, outs), result
 
 
 def _unwritten(shape: tuple[int, ...], dtype: Any, empty: Allocate) -> np.ndarray:
@@ -259,8 +266,12 @@ def target_work(
         if in_worker:
             confine(adapter, request)
         start = time.perf_counter()
-        artifact = adapter.compile(case, workdir)
+        with kernels.reusing(request.kernel == kernels.REUSE):
+            artifact = adapter.compile(case, workdir)
         done.compile_s = time.perf_counter() - start
+        where = Path(artifact.directory).resolve()
+        if request.kernel == kernels.KEEP and where == workdir.resolve():
+            done.kernel_files = kernels.manifest(workdir)  # before any of its code runs
         if case.placement is not None:
             phase = Phase.PLACEMENT
             placement.check(case, artifact.directory)

@@ -27,7 +27,7 @@ from pytest_xtc.core.cases import graphs
 from pytest_xtc.core.cases.case import DEVICE, Case
 from pytest_xtc.core.execution.placement import SOURCE_IR
 from pytest_xtc.core.versions import installed
-from pytest_xtc.core.xtc import runtime_cache
+from pytest_xtc.core.xtc import kept_kernels, runtime_cache
 from pytest_xtc.core.xtc.libraries import (  # noqa: F401  (re-exported: xtc_env's names)
     bootstrap,
     host_runtime_library,
@@ -79,6 +79,7 @@ def import_mlir_backend(*more: str) -> Any:
     except AssertionError as exc:  # XTC asserts when libomp is missing
         raise ImportError(f"XTC's MLIR backend cannot load: {exc}") from exc
     runtime_cache.install()
+    kept_kernels.install()
     for name in (*COMPILE_PATH, *more):
         with contextlib.suppress(ImportError):  # another XTC's layout: met by the case
             importlib.import_module(name)

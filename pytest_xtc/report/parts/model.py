@@ -152,10 +152,12 @@ class Settings(Part):
     target_versions: Mapping[str, Mapping[str, str]] | None = None
     shard: str | None = None  # --xtc-shard=I/N
     workers: Any = None  # pytest-xdist's -n
+    compile_cache: str | None = None  # the kernel cache: on, refresh, off (certifications)
     KEYS: ClassVar[Keys] = {"seed": optional(INT), "strict": BOOL, "ignore_expectations": BOOL,
             "cases": STRS, "suite_version": optional(STR), "certifying": optional(BOOL),
             "targets": plain, "adapter_options": optional(OBJECT),
-            "target_versions": optional(OBJECT), "shard": optional(STR), "workers": plain}
+            "target_versions": optional(OBJECT), "shard": optional(STR), "workers": plain,
+            "compile_cache": optional(STR)}
 
 
 @dataclass(frozen=True, kw_only=True)

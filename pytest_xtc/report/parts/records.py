@@ -76,6 +76,7 @@ class CaseRecord(Part):
     traits: Mapping[str, Any] | None = None  # selectors.Traits.to_dict
     checks: Mapping[str, Any] | None = None  # each per-case check's facts, by check name
     kind: Mapping[str, Any] | None = None  # how it failed (core.outcome.FailureKind.to_dict)
+    kernel_cached: bool | None = None  # its kernel came from the kernel cache (None: not used)
     nodeid: str | None = None  # pytest's node id
     pytest_outcome: str | None = None  # passed, failed, skipped, xfailed, error
     duration: float | str | None = None  # pytest's seconds, setup and call
@@ -90,6 +91,7 @@ class CaseRecord(Part):
         "guarded": optional(BOOL), "calls": optional(INT),
         "precision": optional(OBJECT), "traits": optional(OBJECT),
         "checks": optional(OBJECT), "kind": optional(OBJECT), "nodeid": optional(STR),
+        "kernel_cached": optional(BOOL),
         "pytest_outcome": optional(STR),
         "duration": optional(NUMBER),
     }
