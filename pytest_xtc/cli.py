@@ -261,24 +261,6 @@ def version_text() -> str:
     return f"{PROG} (pytest-xtc) {__version__}, conformance suite {SUITE_VERSION}"
 
 
-def cmd_shrink(args: argparse.Namespace) -> int:
-    """Shrink the bundle's failures; exit 1 when any could not be shrunk or reproduced."""
-    from pytest_xtc.exploration import shrink
-
-    if not (args.bundle / bundle.REPORT).is_file():
-        raise CliError(f"shrink: {args.bundle}: no {bundle.REPORT}; give a bundle directory")
-    out = args.out or args.bundle / "shrunk"
-    try:
-        results = shrink.shrink_bundle(args.bundle, out)
-    except bundle.BundleError as exc:  # a bundle altered or not whole: bad input
-        raise CliError(f"shrink: {exc}") from None
-    for result in results:
-        print(visible(result.describe()))
-    if not results:
-        print(f"{args.bundle}: no failed case to shrink")
-    return 0 if all(r.reproduced for r in results) else 1
-
-
 def cmd_merge_runs(args: argparse.Namespace) -> int:
     """One results folder from several runs of a pack's runner, each checked."""
     from pytest_xtc.core.pack.runs import merge_runs
@@ -324,7 +306,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return targets.print_list() if args.list else 0 if selftest.run() else 1
         if args.command == "shrink":
-            return cmd_shrink(args)
+            from pytest_xtc.exploration.shrink import command as shrink
+
+            return shrink.main(args)
         if args.command == "import":
             return importer.main(args)
         if args.command == "coverage":

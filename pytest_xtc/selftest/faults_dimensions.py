@@ -2,14 +2,13 @@
 (issue 33): output and operand sizes past 16-bit indices (and axes past 8-bit ones), one
 loop of a compute op past a 16-bit or 8-bit bound,
 tiled reductions and vector loops with a remainder, non-square filters, per-axis strides,
-asymmetric padding, attribute-only twins, operands off alignment. Each runs real XTC
-kernels and goes wrong as the compiler or runtime bug it names would; the catalog alone
-must reject every one."""
+asymmetric padding, attribute-only twins (:mod:`.faults_cache`), operands off alignment
+(:mod:`.faults_alignment`). Each runs real XTC kernels and goes wrong as the compiler or
+runtime bug it names would; the catalog alone must reject every one."""
 
 from __future__ import annotations
 
 import copy
-import ctypes
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -19,8 +18,14 @@ import numpy as np
 
 from pytest_xtc import ops
 from pytest_xtc.core.adapter import ONCE, Artifact, RunResult, Timing
-from pytest_xtc.core.cases import twins, values
+from pytest_xtc.core.cases import values
 from pytest_xtc.core.cases.case import Case
+from pytest_xtc.selftest.faults_alignment import Aligned64Loads, AlignedLoads, AlignedStores
+from pytest_xtc.selftest.faults_cache import (  # entry points name the classes here too
+    CacheWithoutAttributes,
+    CacheWithoutDtype,
+    CacheWithoutShapes,
+)
 from pytest_xtc.selftest.faults_numbers import Knowing
 from pytest_xtc.selftest.tampered import Tampered
 from pytest_xtc.targets.host import HostTarget
@@ -277,81 +282,6 @@ class PadSidesSwapped(_Recompiled):
             if op["name"] == "pad2d" and isinstance(op["attrs"].get("padding"), dict):
                 op["attrs"]["padding"] = {k: list(v)[::-1]
                                           for k, v in op["attrs"]["padding"].items()}
-
-
-class CacheWithoutAttributes(HostTarget):
-    """Compiled kernels are cached by the graph's ops, shapes, dtype and schedule, not its
-    attributes: a case whose twin (the same graph, other attributes) compiled first in
-    this process gets the twin's kernel."""
-
-    LEFT_OUT: ClassVar[str] = "attributes"
-    kept: ClassVar[dict[str, Artifact]] = {}
-
-    def compile(self, case: Case, workdir: Path) -> Artifact:
-        key = twins.structure(case, self.LEFT_OUT)
-        if key not in self.kept:
-            self.kept[key] = super().compile(case, workdir)
-        return self.kept[key]
-
-
-class CacheWithoutDtype(CacheWithoutAttributes):
-    """Compiled kernels are cached by the graph's ops, attributes, shapes and schedule, not
-    its dtype: a float64 case gets the float32 kernel compiled first in this process."""
-
-    LEFT_OUT = "dtype"
-    kept: ClassVar[dict[str, Artifact]] = {}
-
-
-class CacheWithoutShapes(CacheWithoutAttributes):
-    """Compiled kernels are cached by the graph's ops, attributes, dtype and schedule, not
-    its operands' shapes (as a cache keyed by the op's name and parameters would be)."""
-
-    LEFT_OUT = "shapes"
-    kept: ClassVar[dict[str, Artifact]] = {}
-
-
-def _aligned_down(array: np.ndarray, boundary: int) -> tuple[int, int]:
-    address = array.ctypes.data
-    return address - address % boundary, address % boundary
-
-
-class AlignedLoads(Tampered):
-    """Vector loads assume 16-byte aligned inputs: an input that is not is read from its
-    address rounded down to 16 bytes (its elements shifted)."""
-
-    BOUNDARY = 16
-
-    def feed(self, inputs: Sequence[np.ndarray]) -> Sequence[np.ndarray]:
-        fed = []
-        for a in inputs:
-            start, off = _aligned_down(a, self.BOUNDARY)
-            if off and a.flags["C_CONTIGUOUS"]:
-                raw = ctypes.string_at(start, a.nbytes)
-                a = np.frombuffer(raw, a.dtype).reshape(a.shape).copy()
-            fed.append(a)
-        return fed
-
-
-class AlignedStores(Tampered):
-    """Vector stores assume 16-byte aligned outputs: an output that is not is written at
-    its address rounded down to 16 bytes (before its start; its last bytes unwritten)."""
-
-    BOUNDARY = 16
-
-    def spoil(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
-        for out in outputs:
-            start, off = _aligned_down(out, self.BOUNDARY)
-            if off and out.flags["C_CONTIGUOUS"]:
-                data = out.tobytes()
-                values.fill_unwritten(out)
-                ctypes.memmove(start, data, len(data))
-
-
-class Aligned64Loads(AlignedLoads):
-    """AVX-512 loads assume 64-byte aligned inputs (a cache line): an input that is not is
-    read from its address rounded down to 64 bytes."""
-
-    BOUNDARY = 64
 
 
 DIMENSION_FAULTS: dict[str, type[HostTarget]] = {

@@ -312,3 +312,25 @@ def test_a_case_identity_is_written_in_one_place() -> None:
              if path.name != "identity.py"
              for n, line in enumerate(path.read_text().splitlines(), 1) if joined.search(line)]
     assert not found, f"a case identity built outside core/cases/identity.py: {found}"
+
+
+MAX_MODULE_LINES = 350
+
+
+def too_long(root: Path) -> list[str]:
+    """Each module under ``root`` over MAX_MODULE_LINES lines, as ``path (N lines)``."""
+    counts = {path: len(path.read_text().splitlines()) for path in sorted(root.rglob("*.py"))}
+    return [f"{path.relative_to(root)} ({n} lines)" for path, n in counts.items()
+            if n > MAX_MODULE_LINES]
+
+
+def test_no_module_is_over_350_lines() -> None:
+    offenders = too_long(PACKAGE)
+    assert not offenders, f"modules over {MAX_MODULE_LINES} lines (split them by role): {offenders}"
+
+
+def test_the_size_check_names_a_module_over_the_limit(tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "long.py").write_text("x = 1\n" * (MAX_MODULE_LINES + 1))
+    (tmp_path / "short.py").write_text("x = 1\n" * MAX_MODULE_LINES)
+    assert too_long(tmp_path) == [f"sub/long.py ({MAX_MODULE_LINES + 1} lines)"]
