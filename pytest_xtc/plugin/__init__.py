@@ -15,6 +15,7 @@ state), :mod:`.session` (set-up), :mod:`.collection` (the suite's tests and mark
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -115,11 +116,21 @@ def pytest_configure(config: pytest.Config) -> None:
     session.configure(config)
 
 
-def pytest_report_header(config: pytest.Config) -> str | None:
-    """One line where the cases cannot be confined to their folders (no Landlock here)."""
+def pytest_report_header(config: pytest.Config) -> list[str] | None:
+    """One line where the cases cannot be confined to their folders (no Landlock here), one
+    where no cache can be kept (no writable state folder: an ordinary user with no home)."""
     if not uses_xtc(config) or config.getoption("xtc_no_isolation", False):
         return None
+    from pytest_xtc.core.adapters import cache_seal, declcache
     from pytest_xtc.core.workers import confinement
 
+    lines: list[str] = []
     why = confinement.available()
-    return None if why is None else f"pytest-xtc: {why}"
+    if why is not None:
+        lines.append(f"pytest-xtc: {why}")
+    if os.environ.get(declcache.ENV_SWITCH, "").lower() not in ("off", "0", "no"):
+        no_key = cache_seal.unavailable()
+        if no_key is not None:
+            lines.append(f"pytest-xtc: caches off (kernels, declarations, runtime library): "
+                         f"{no_key}; set XDG_STATE_HOME and XDG_CACHE_HOME to writable folders")
+    return lines or None

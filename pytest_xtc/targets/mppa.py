@@ -20,6 +20,7 @@ XTC pitfalls handled here (XTC 0.3.2), the first two in :mod:`.toolchains.kalray
 from __future__ import annotations
 
 import platform as host_platform
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -240,8 +241,9 @@ class MppaTarget(TargetAdapter):
                 config.set_arch(self.arch)
                 if self.firmware:
                     config.set_firmware(self.firmware)
-                work = workdir.resolve().parent / f"mppa-{self.platform}-{self.ordinal}-device"
-                work.mkdir(parents=True, exist_ok=True)
+                # in the temp folder, which in a case's worker is the case's private one
+                # (inside its work folder): a confined case worker writes nowhere else
+                work = Path(tempfile.mkdtemp(prefix=f"mppa-{self.platform}-{self.ordinal}-"))
                 config.work_dir = str(work)
             try:
                 self._device = runtime.MppaDevice(config)

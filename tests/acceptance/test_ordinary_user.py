@@ -69,3 +69,6 @@ def test_an_ordinary_user_with_no_writable_home_gets_the_results_root_gets(work:
     assert done.returncode == 0, out[-3000:]
     last = out.strip().splitlines()[-1]
     assert "2 passed" in last and "skipped" not in last, out[-3000:]
+    # no state folder can be made in a home that does not exist: the caches are off, said once
+    assert out.count("pytest-xtc: caches off") == 1, out[:3000]
+    assert "/nonexistent" in next(x for x in out.splitlines() if "caches off" in x)

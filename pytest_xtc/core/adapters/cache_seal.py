@@ -72,6 +72,22 @@ def _key(path_text: str, cache_text: str) -> bytes | None:
         return None
 
 
+def unavailable() -> str | None:
+    """Why no sealing key can be kept here (so every cache is off), in one line; None when
+    one can."""
+    if key() is not None:
+        return None
+    path, cache = key_file(), cache_dir()
+    if path.resolve().is_relative_to(cache.resolve()):
+        return f"the key file {path} lies inside the cache folder {cache}"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        os.stat(path)
+    except OSError as exc:
+        return f"no key file can be kept at {path} ({exc.strerror or exc})"
+    return f"the key file {path} is not a private {KEY_BYTES}-byte file of this user"
+
+
 def _read(path: Path) -> bytes | None:
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
     with os.fdopen(fd, "rb") as stream:

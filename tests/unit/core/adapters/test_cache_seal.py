@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_xtc.core.adapters import adapter_declarations, declcache, registry
+from pytest_xtc.core.adapters import adapter_declarations, cache_seal, declcache, registry
 from pytest_xtc.core.xtc import runtime_cache, xtc_env
 from tests.unit.core.xtc.test_runtime_cache import FakeBuild
 
@@ -196,3 +196,27 @@ def test_a_planted_exploration_plan_is_drawn_again(dirs, monkeypatch: pytest.Mon
     path.write_text(json.dumps({bases[0].id: {"tile_oo": {"na": "planted"}}}))
     assert explore.draw_all(bases, 2, 0, ["tile_oo"]) == drawn and calls == [1]
     assert explore.draw_all(bases, 2, 0, ["tile_oo"]) == drawn and calls == [1]  # kept, sealed
+
+
+def test_no_writable_state_folder_says_why_every_cache_is_off(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An ordinary user with no writable home: no key, so no cache, and one line why (the
+    run's header prints it). A regular file where the state folder should be stops root too."""
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    monkeypatch.setenv("XDG_STATE_HOME", str(blocker / "state"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    assert cache_seal.key() is None
+    why = cache_seal.unavailable()
+    assert why is not None and "no key file can be kept at" in why and str(blocker) in why
+    assert "\n" not in why
+
+
+def test_a_writable_state_folder_has_no_reason_to_give(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    assert cache_seal.key() is not None
+    assert cache_seal.unavailable() is None
