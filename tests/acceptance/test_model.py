@@ -197,7 +197,8 @@ def test_a_parallel_reduction_or_inner_loop_is_misplaced() -> None:
     assert model.misplaced_parallel("matmul", [("tile", ["k", {"k1": 4}]),
                                                ("interchange", [["k1", "i", "j", "k"]]),
                                                ("parallelize", [["k1"]])]) == ["k1"]
+    assert model.misplaced_parallel("matmul", [("parallelize", [["i", "j"]])]) == ["j"]
     assert model.misplaced_parallel("matmul", [("interchange", [["j", "i", "k"]]),
-                                               ("parallelize", [["j", "i"]])]) == []
+                                               ("parallelize", [["j"]])]) == []
     assert model.misplaced_parallel("matmul", [("tile", ["i", {"i1": 4}]),
                                                ("parallelize", [["i"]])]) == []
