@@ -135,7 +135,9 @@ def missing_schedules(op: str, have: set[str]) -> dict[str, list[dict[str, Any]]
     ``have`` lacks: one per primitive over all its missing loops (tile by 2, strip_mine
     by 4 and 2, unroll by 2 on the loops themselves, buffer_at each), one split per loop
     (cut after its first iteration, an interchange in each segment as XTC needs),
-    parallelize and vectorize (a tile of 8, moved innermost), pack_at of every missing
+    parallelize (one per loop, moved outermost: nested parallel loops time out under
+    QEMU), vectorize (a tile of 8, moved
+    innermost), pack_at of every missing
     input under a tile of the first loop, the nest reversed."""
     loops = LOOPS.get(op, ((), ()))[0]
     want = sorted(schedule_targets(op) - have - FUSIONS.get(op, set()))
@@ -154,8 +156,11 @@ def missing_schedules(op: str, have: set[str]) -> dict[str, list[dict[str, Any]]
             made["model_unroll"] = [{"unroll": [{t: 2 for t in targets}]}]
         elif primitive == "buffer_at":
             made["model_buffer_at"] = [{"buffer_at": [t]} for t in targets]
-        elif primitive == "parallelize":
-            made["model_parallelize"] = [{"parallelize": [targets]}]
+        elif primitive == "parallelize":  # moved outermost: XTC parallelizes outer axes
+            for t in targets:
+                made[f"model_parallelize_{t}"] = [
+                    {"interchange": [[t, *(n for n in loops if n != t)]]},
+                    {"parallelize": [[t]]}]
         elif primitive == "interchange":
             made["model_interchange"] = [{"interchange": [list(reversed(loops))]}]
         elif primitive == "pack_at":
@@ -174,6 +179,30 @@ def missing_schedules(op: str, have: set[str]) -> dict[str, list[dict[str, Any]]
                     {"interchange": [list(loops)], "root": f"./{t}_lo"},
                     {"interchange": [list(loops)], "root": f"./{t}_hi"}]
     return made
+
+
+def misplaced_parallel(op: str, steps: Sequence[tuple[str, Sequence[Any]]]) -> list[str]:
+    """The loops ``steps`` (one node's, on its root) parallelize that XTC's scheduler does
+    not take ("outer and parallel axes", unchecked by XTC): a reduction (the threads race
+    on its sums) or a loop nested in another (a parallel region forked on each of its
+    iterations: matmul's j under i timed out on the host under load, pad's i, j under
+    QEMU). A tile's new loops are taken innermost, as XTC places them."""
+    loops, reductions = LOOPS.get(op, ((), ()))
+    base = {loop: loop for loop in loops}
+    order, found = list(loops), []
+    for primitive, args in steps:
+        first = args[0] if args else None
+        if primitive in ("tile", "strip_mine") and len(args) > 1 and isinstance(args[1], Mapping):
+            base.update({str(n): base.get(str(first), str(first)) for n in args[1]})
+            order += [str(n) for n in args[1]]
+        elif primitive == "interchange" and isinstance(first, Sequence):
+            order = [str(n) for n in first]
+        elif primitive == "parallelize" and isinstance(first, Sequence):
+            for name in [first] if isinstance(first, str) else [str(n) for n in first]:
+                outer = order[:order.index(name)] if name in order else []
+                if base.get(name) in reductions or outer:
+                    found.append(name)
+    return found
 
 
 # -- the dimensions of each family, and what a catalog leaves out ----------------------------

@@ -176,3 +176,29 @@ def test_the_xtc_audit_fails_when_the_model_lacks_one(
     monkeypatch.setattr(cls, "forms", {k: v for k, v in cls.forms.items() if k != attr})
     assert gaps(attributes, primitives) == [
         f"{op}: XTC's attribute {attr} has no forms in the model"]
+
+
+# -- the model's schedules are ones XTC takes -------------------------------------------------
+
+
+def test_the_models_schedules_parallelize_outer_parallel_loops_only() -> None:
+    """XTC's parallelize takes outer parallel axes and checks neither: the model's schedules
+    keep to them (a parallel reduction races; an inner parallel loop forks a parallel
+    region on each outer iteration, which timed out under load)."""
+    for op in model.LOOPS:
+        for name, steps in model.missing_schedules(op, set()).items():
+            pairs = [(next(iter(s)), next(iter(s.values()))) for s in steps if "root" not in s]
+            assert model.misplaced_parallel(op, pairs) == [], (op, name)
+
+
+def test_a_parallel_reduction_or_inner_loop_is_misplaced() -> None:
+    assert model.misplaced_parallel("matmul", [("parallelize", [["k"]])]) == ["k"]
+    assert model.misplaced_parallel("matmul", [("parallelize", [["j"]])]) == ["j"]
+    assert model.misplaced_parallel("matmul", [("tile", ["k", {"k1": 4}]),
+                                               ("interchange", [["k1", "i", "j", "k"]]),
+                                               ("parallelize", [["k1"]])]) == ["k1"]
+    assert model.misplaced_parallel("matmul", [("parallelize", [["i", "j"]])]) == ["j"]
+    assert model.misplaced_parallel("matmul", [("interchange", [["j", "i", "k"]]),
+                                               ("parallelize", [["j"]])]) == []
+    assert model.misplaced_parallel("matmul", [("tile", ["i", {"i1": 4}]),
+                                               ("parallelize", [["i"]])]) == []
