@@ -32,9 +32,12 @@ TARGET = "example-host-o1"
 SCRIPTS = ("pytest", "xtc-conformance", "pip")
 #: 22 float32 cases (the schedules the catalog runs three shapes with in float32) and one
 #: float64 case that the example's expectations file lists as a known XTC compile failure.
+#: Not stride_int (a conv2d stride written as one integer: the suite waives it on XTC
+#: <= 0.3.2, an xfail that does not come from the example's file) nor the model_*
+#: schedules the generated catalog added (more cases, not more of what this test shows).
 FEW = (
-    "matmul-float32-13x11x7 or relu-float32-5x7 or conv2d-float32-1x9x9x3-3x3x8-s2-p1 "
-    "or relu-float64-5x7-none]"
+    "(matmul-float32-13x11x7 or relu-float32-5x7 or conv2d-float32-1x9x9x3-3x3x8-s2-p1 "
+    "or relu-float64-5x7-none]) and not stride_int and not model_"
 )
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX virtual environments")

@@ -140,6 +140,21 @@ def test_suite_waiver_file_loads_and_bad_waivers_are_refused(tmp_path: Path) -> 
         load_waivers(bad)
 
 
+def test_a_waiver_by_attribute_covers_a_set_threshold_not_one_equal_to_the_default() -> None:
+    """``attributes: [relu.threshold]`` covers a relu whose threshold is not relu's default
+    (0), and not one given as 0 or -0 (XTC computes those right: a failure there is real)."""
+    from pytest_xtc.conformance import builtin_cases
+
+    [waiver] = waivers_from([{"id": "w", "ops": ["relu"], "attributes": ["relu.threshold"],
+                              "xtc": "<=0.3.2", "reason": "r", "url": "https://x"}], "w.yaml")
+    covered = {c.id: waiver.matches("host", Traits.of(c), "0.3.2", "run")
+               for c in builtin_cases() if "relu" in c.ops and "-thr" in c.id}
+    zero = {c for c in covered if "-thrzero-" in c or "-thrnegative_zero-" in c}
+    assert zero and len(zero) < len(covered)
+    assert not any(covered[c] for c in zero)
+    assert all(covered[c] for c in set(covered) - zero), covered
+
+
 def test_conformant_with_passed_not_supported_and_waived() -> None:
     waiver = Waiver("bug", Selector(dtypes=frozenset({"float64"}), xtc=SpecifierSet("<=0.3.2")),
                     "known bug", "https://github.com/xtc-tools/xtc/issues")

@@ -3,7 +3,8 @@
 Vulkan-style: a waiver names the upstream issue that tracks the bug (``url``), the XTC
 versions that have it (``xtc``, a version specifier) and the cases it covers by what they
 are (a :class:`~pytest_xtc.core.cases.selectors.Selector`: ``ops``, ``dtypes``, ``placements``,
-``primitives``, ``pattern`` over the case id), optionally the ``targets`` (fnmatch over
+``primitives``, ``attributes`` (``op.attr`` given other than its default), ``pattern`` over
+the case id), optionally the ``targets`` (fnmatch over
 target names) and the ``phase`` it fails in (``compile``, ``placement`` or ``run``). A
 waiver covers a failed case only, never a skip or a missing result. No pytest.
 
@@ -35,7 +36,7 @@ from pytest_xtc.core.cases.unique_keys import DuplicateKey, load_yaml
 from pytest_xtc.core.outcome import STAGES, Phase
 
 KEYS = ("id", "targets", "phase", "reason", "url")
-CASE_KEYS = ("pattern", "ops", "dtypes", "placements", "primitives")
+CASE_KEYS = ("pattern", "ops", "dtypes", "placements", "primitives", "attributes")
 
 
 class WaiverFileError(ValueError):
