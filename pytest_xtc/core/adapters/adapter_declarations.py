@@ -72,6 +72,8 @@ RESERVED_OPTIONS = frozenset(
         "order-check",
         "update-expectations",
         "seed",
+        "fuzz",
+        "fuzz-seed",
         "repeat",
         "number",
         "min-repeat-ms",
