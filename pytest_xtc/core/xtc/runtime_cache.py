@@ -25,7 +25,6 @@ import hashlib
 import inspect
 import json
 import os
-import platform
 import shutil
 import sys
 from collections.abc import Callable
@@ -36,7 +35,7 @@ from typing import Any
 from pytest_xtc.core.adapters import cache_seal, declcache
 from pytest_xtc.core.cases.textfile import UnreadableFile, read_bytes
 from pytest_xtc.core.cases.unique_keys import loads_json
-from pytest_xtc.core.versions import installed
+from pytest_xtc.core.versions import cpu, installed
 
 DIRECTORY = "xtc-runtime"
 _BUILD_PARAMETERS = ["out_dll", "tdir", "runtime_type"]
@@ -52,21 +51,6 @@ def _digest(*paths: Path) -> str:
     for path in paths:
         sha.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     return sha.hexdigest()
-
-
-def _cpu() -> list[str]:
-    """The CPU's model and flags (what ``-march=native`` depends on)."""
-    try:
-        lines = Path("/proc/cpuinfo").read_text().splitlines()
-    except OSError:
-        return [platform.machine(), platform.processor()]
-    wanted = ("model name", "flags", "Features", "CPU implementer", "CPU part")
-    seen: dict[str, str] = {}
-    for line in lines:
-        name, _, value = line.partition(":")
-        if name.strip() in wanted:
-            seen.setdefault(name.strip(), value.strip())
-    return [platform.machine(), *(f"{k}={v}" for k, v in sorted(seen.items()))]
 
 
 def _compiler(name: str) -> list[Any]:
@@ -90,7 +74,7 @@ def key(runtime: ModuleType) -> str:
         _digest(module, *sorted(p for p in sources.iterdir() if p.is_file())),
         [_compiler(name) for name in _COMPILERS],
         {name: os.environ.get(name) for name in _COMPILER_ENVIRONMENT},
-        bool(check_compile(_PFM_PROBE, libs="pfm")), _cpu(),
+        bool(check_compile(_PFM_PROBE, libs="pfm")), cpu(),
     ]
     return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
 
