@@ -9,11 +9,15 @@ process it starts).
   process may create, write, truncate, rename or remove files only beneath its work folder
   (which holds its private temporary folder) and the folders it is given (``shared``: a
   device's lock folder), and write (never create) the device files under ``/dev`` (a
-  GPU's, ``/dev/null``). Reading and executing stay allowed everywhere: XTC's wheels, the
-  toolchains, the template's prepared files. Everything else the session owns is out of
-  its reach: pytest's base temporary folder and the other cases' folders in it, the
-  template's prepared folder, the report folder, the caches (the platform cache folder
-  is read and written by the session's side alone), the user's home.
+  GPU's, ``/dev/null``). POSIX shared memory (``/dev/shm``) stays writable: runtimes
+  register themselves there (LLVM's OpenMP writes ``__KMP_REGISTERED_LIB_<pid>_<uid>``
+  and, finding a dead process's file under its own pid, removes it: a removal refused
+  there makes it retry forever, a hang charged to the kernel). Reading and executing
+  stay allowed everywhere: XTC's wheels, the toolchains, the template's prepared files.
+  Everything else the session owns is out of its reach: pytest's base temporary folder
+  and the other cases' folders in it, the template's prepared folder, the report folder,
+  the caches (the platform cache folder is read and written by the session's side
+  alone), the user's home.
 
 Landlock layers stack and only narrow: a child kept for a second case (the order check's
 pair, twins: ``keep``) is confined first to the folder holding both cases' work folders,
@@ -37,6 +41,8 @@ from pytest_xtc.core.workers.hygiene import libc
 
 #: The private temporary folder's name, inside the case's work folder.
 PRIVATE_TMP = ".xtc-tmp"
+#: POSIX shared memory: left writable (see the module's docstring).
+SHARED_MEMORY = Path("/dev/shm")
 _ADD_RULE, _PATH_BENEATH = 445, 1
 _O_PATH = getattr(os, "O_PATH", 0)
 # LANDLOCK_ACCESS_FS_*: what a write is (reading, listing and executing are not handled)
@@ -107,6 +113,7 @@ def _restrict(writable: list[Path]) -> str | None:
         for folder in writable:
             _allow(ruleset, folder, handled)
         _allow(ruleset, Path("/dev"), handled & (_WRITE_FILE | _TRUNCATE))
+        _allow(ruleset, SHARED_MEMORY, handled)
         if libc().syscall(ctypes.c_long(fence.RESTRICT_SELF), ctypes.c_long(ruleset),
                           ctypes.c_long(0)) != 0:
             return f"no file-system rules: {os.strerror(ctypes.get_errno())}"

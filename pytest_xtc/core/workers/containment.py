@@ -108,6 +108,7 @@ def kill_tree(pid: int, reap: bool = True) -> None:
     for each in (pid, *strays):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(each, signal.SIGKILL)
+    hygiene.forget_registrations((pid, *strays))
     if not reap:
         _dying.add(pid)
         return

@@ -11,6 +11,8 @@ changed is replaced before the next case (a fork, outside any case's clock).
 :func:`become_subreaper` makes orphans of the worker's descendants (daemons that double
 fork and ``setsid`` out of its process group) its children; :func:`end_strays` kills and
 reaps every such process after a request, and :func:`descendants` finds them from outside.
+:func:`forget_registrations` removes what a killed process's OpenMP runtime left in
+``/dev/shm`` (it would otherwise be found, once its pid is reused, by a later case).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Iterable
 from typing import Any
 
 _PR_SET_CHILD_SUBREAPER = 36
@@ -276,8 +279,23 @@ def end_strays(keep: set[int], rounds: int = 20) -> int:
         for pid in strays | children:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
+        forget_registrations(strays | children)
         for pid in children:
             with contextlib.suppress(ChildProcessError, OSError):
                 os.waitpid(pid, 0)
         ended |= strays | children
     return len(ended)
+
+
+#: Where LLVM's OpenMP runtime registers a process (``_<pid>_<uid>``); the runtime removes
+#: its file at exit, never when SIGKILLed.
+_OPENMP_REGISTRATION = "/dev/shm/__KMP_REGISTERED_LIB_{pid}_{uid}"
+
+
+def forget_registrations(pids: Iterable[int]) -> None:
+    """Remove the OpenMP registrations of ``pids``, killed (not reaped yet: their pids not
+    reused), so that no later process given one of their pids finds a stale one."""
+    uid = os.getuid()
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.unlink(_OPENMP_REGISTRATION.format(pid=pid, uid=uid))
