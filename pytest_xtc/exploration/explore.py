@@ -259,6 +259,12 @@ def _draw_all(bases_: Sequence[Case], pool: int, base_seed: int, names: Sequence
             drawn[base.id] = {}
             continue
         graph = xtc_env.build_graph(base)
+        try:
+            xtc_env.import_mlir_backend().Backend(graph)
+        except Exception as exc:  # XTC's backend refuses the graph: its compile fails too
+            why = f"XTC's backend refuses the graph: {type(exc).__name__}: {exc}".strip()
+            drawn[base.id] = {name: {"na": why} for name in names}
+            continue
         drawn[base.id] = {name: _draws(base, name, pool, base_seed, graph) for name in names}
     return drawn
 

@@ -48,6 +48,10 @@ class Pad(Op):
     def error_attrs(self, attrs: Attrs) -> Attrs:
         return {**attrs, "constant_value": 0.0}  # the padding itself is exact
 
+    def widths(self, attrs: Attrs, rank: int) -> dict[int, tuple[int, int]]:
+        """The padding, whatever its spelling: {axis from 0: (before, after)}."""
+        return {int(axis) % rank: tuple(pair) for axis, pair in attrs["padding"].items()}
+
 
 OP = Pad()
 

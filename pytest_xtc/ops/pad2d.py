@@ -82,6 +82,9 @@ class Pad2d(Pad):
     def forward(self, args: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
         return super().forward(args, self._widths(attrs, args[0].ndim))
 
+    def widths(self, attrs: Attrs, rank: int) -> dict[int, tuple[int, int]]:
+        return super().widths(self._widths(attrs, rank), rank)
+
     @staticmethod
     def _widths(attrs: Attrs, rank: int) -> Attrs:
         """The attributes with ``padding`` as {axis: (before, after)}."""

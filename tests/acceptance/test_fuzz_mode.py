@@ -29,9 +29,15 @@ def test_a_fuzz_failure_is_found_and_shrunk_and_the_host_passes(vendor, run, pyt
     assert len(data["outputs"]) == 2 and len(data["nodes"]) == 2  # the fault needs both
     # from the bundle: the failure drawn again from its id alone, and shrunk the same way
     monkeypatch.syspath_prepend(str(root))
+    from pytest_xtc.core.adapters import adapter_declarations
     from pytest_xtc.exploration.shrink import Budget, shrink_bundle
 
-    (again,) = shrink_bundle(bundle, Path(pytester.path) / "again", budget=Budget(attempts=3))
+    adapter_declarations.registered.cache_clear()  # this process may have read them before
+    try:
+        (again,) = shrink_bundle(bundle, Path(pytester.path) / "again",
+                                 budget=Budget(attempts=3))
+    finally:
+        adapter_declarations.registered.cache_clear()  # "bad" leaves with its folder
     assert again.reproduced, again.notes
 
 

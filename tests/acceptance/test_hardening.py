@@ -190,7 +190,8 @@ def test_same_seed_same_inputs_in_every_worker(vendor, run, pytester) -> None:
     seen = []
     for workers in ([], ["-n", "2"]):
         out = f"b{len(seen)}"
-        run("--xtc-target=host", "-k", "matmul-float32-13x11x7", f"--xtc-report={out}", *workers)
+        run("--xtc-target=host", "-k", "matmul-float32-13x11x7 and not model_",
+            f"--xtc-report={out}", *workers)
         lines = (pytester.path / out / "results.jsonl").read_text().splitlines()
         seen.append(
             sorted((r["case"], r["seed"], r["worst_ratio"]) for r in map(json.loads, lines))

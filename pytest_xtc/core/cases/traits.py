@@ -12,6 +12,7 @@ from typing import Any
 from pytest_xtc.core.cases import graphs
 from pytest_xtc.core.cases.case import DEVICE, HOST, Case, Schedule
 from pytest_xtc.core.cases.lead import lead_loop, scheduled_node
+from pytest_xtc.ops.pad import Pad
 
 
 @dataclass(frozen=True)
@@ -142,13 +143,10 @@ def _padded_unit_lead(case: Case, known: Mapping[str, graphs.Operand]) -> bool:
     graph's operands by uid) with only size-1 dimensions before it (the padding
     attribute, normalized: {axis: (before, after)})."""
     for node in graphs.nodes(case.graph):
-        widths = node.attrs.get("padding")
-        if not isinstance(widths, Mapping) or not node.args:
+        if not isinstance(node.op, Pad) or not node.args:
             continue
         shape = known[node.args[0]].shape
-        for axis, pair in widths.items():
-            padded = isinstance(pair, (list, tuple)) and any(pair)
-            if padded and 0 <= int(axis) < len(shape) and all(d == 1 for d in
-                                                              shape[: int(axis) + 1]):
+        for axis, pair in node.op.widths(node.attrs, len(shape)).items():
+            if any(pair) and all(d == 1 for d in shape[: axis + 1]):
                 return True
     return False
