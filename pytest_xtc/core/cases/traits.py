@@ -140,8 +140,8 @@ def _node_placements(case: Case) -> frozenset[str]:
 
 def _padded_unit_lead(case: Case, known: Mapping[str, graphs.Operand]) -> bool:
     """Whether a node pads a size-1 dimension of its first operand (``known``: the
-    graph's operands by uid) with only size-1 dimensions before it (the padding
-    attribute, normalized: {axis: (before, after)})."""
+    graph's operands by uid) with only size-1 dimensions before it (the padding in any
+    spelling the op takes: :meth:`Pad.widths`)."""
     for node in graphs.nodes(case.graph):
         if not isinstance(node.op, Pad) or not node.args:
             continue

@@ -289,7 +289,7 @@ def end_strays(keep: set[int], rounds: int = 20) -> int:
 
 #: Where LLVM's OpenMP runtime registers a process (``_<pid>_<uid>``); the runtime removes
 #: its file at exit, never when SIGKILLed.
-_OPENMP_REGISTRATION = "/dev/shm/__KMP_REGISTERED_LIB_{pid}_{uid}"
+OPENMP_REGISTRATION = "/dev/shm/__KMP_REGISTERED_LIB_{pid}_{uid}"
 
 
 def forget_registrations(pids: Iterable[int]) -> None:
@@ -298,4 +298,4 @@ def forget_registrations(pids: Iterable[int]) -> None:
     uid = os.getuid()
     for pid in pids:
         with contextlib.suppress(OSError):
-            os.unlink(_OPENMP_REGISTRATION.format(pid=pid, uid=uid))
+            os.unlink(OPENMP_REGISTRATION.format(pid=pid, uid=uid))

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_xtc.core.workers import confinement, containment, fence
+from pytest_xtc.core.workers import confinement, containment, fence, hygiene
 from pytest_xtc.core.xtc import libraries
 
 needs_landlock = pytest.mark.skipif(
@@ -218,9 +218,8 @@ def test_the_run_says_once_where_cases_are_not_confined(
 # pid came round again, 2 to 3 host cases a catalog run here, dozens in CI. Now the
 # removal is allowed, and the worker removes the files of what it kills.
 
-LIBOMP = next((d / "libomp.so" for d in libraries._omp_dirs() if (d / "libomp.so").is_file()),
-              None)
-REGISTRATION = "/dev/shm/__KMP_REGISTERED_LIB_{pid}_{uid}"
+LIBOMP = next(iter(libraries.openmp_libraries()), None)
+REGISTRATION = hygiene.OPENMP_REGISTRATION
 
 STALE_THEN_OPENMP = textwrap.dedent("""
     import ctypes, os, sys
