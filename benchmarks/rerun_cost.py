@@ -11,9 +11,11 @@ again: it compiles exactly that file's cases of that schedule (printed: ``compil
 warm run``; cases whose compile fails are never kept: they compile on every run, said apart).
 ``--concurrent``: then two ``-n 2`` sessions at once on one empty cache, their verdicts
 compared with the cold run's. ``--shard I/N`` runs one shard of the catalog (a sample).
+``--repeat N`` passes ``--xtc-repeat=N`` (0: no performance recorded, the checked work
+alone; the default records it, as a plain ``pytest`` run does).
 
     .venv/bin/python benchmarks/rerun_cost.py [--rounds N] [--shard 1/4] [--changed]
-                                              [--concurrent] [--target host]
+                                              [--concurrent] [--target host] [--repeat N]
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ def command(args: argparse.Namespace, report: Path, extra: list[str]) -> list[st
     found = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
              f"--xtc-target={args.target}", "-n", str(args.workers), f"--xtc-report={report}",
              str(ROOT / "pytest_xtc" / "conformance"), *extra]
+    if args.repeat is not None:
+        found.append(f"--xtc-repeat={args.repeat}")
     sharded = args.shard and "--xtc-only-cases" not in extra
     return found + ([f"--xtc-shard={args.shard}"] if sharded else [])
 
@@ -126,6 +130,7 @@ def main() -> None:
     parser.add_argument("--shard", default=None, help="I/N: one shard of the catalog")
     parser.add_argument("--changed", action="store_true")
     parser.add_argument("--concurrent", action="store_true")
+    parser.add_argument("--repeat", type=int, default=None, help="--xtc-repeat for every run")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="xtc-rerun-cost-"))
     warm_cache, cases = tmp / "warm", tmp / "cases"
@@ -146,7 +151,9 @@ def main() -> None:
                 print(f"  verdicts differing from the cold run's: {len(bad)}: {bad[:10]}")
     cold, warm = statistics.median(times["cold"]), statistics.median(times["warm"])
     print(f"medians of {args.rounds} round(s), {args.target}, -n {args.workers}"
-          f"{', shard ' + args.shard if args.shard else ''}: cold {cold:.1f} s, warm {warm:.1f} s")
+          f"{', shard ' + args.shard if args.shard else ''}"
+          f"{'' if args.repeat is None else f', --xtc-repeat={args.repeat}'}"
+          f": cold {cold:.1f} s, warm {warm:.1f} s")
     print(f"warm / cold: {warm / cold:.2f} (goal <= {GOAL}); verdicts identical cold and warm: "
           f"{not differ(seen['cold'], seen['warm'])}")
     fresh, failing = compiled(seen["warm"])

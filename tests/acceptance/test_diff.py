@@ -249,3 +249,81 @@ def test_a_bundle_changed_after_writing_is_compared_with_a_warning(
     assert cli.main(["diff", str(host_bundle), str(changed)]) == 0
     err = capsys.readouterr().err
     assert f"warning: {changed}: summary.md: checksum mismatch" in err
+
+
+# -- two runs of one build: what moves between runs is not a change ----------------------
+
+
+def timed(case: str, times: list[float], numpy: float = 1e-3,
+          primitives: tuple[str, ...] = ()) -> CaseRecord:
+    return CaseRecord(target="host", case=case, status="passed", times=tuple(times),
+                      perf={"numpy_median_s": numpy}, traits={"primitives": list(primitives)})
+
+
+def same_build_pair(seed: int, kernels: int = 170, between: float = 0.15,
+                    within: float = 0.01) -> tuple[list[CaseRecord], list[CaseRecord]]:
+    """Two runs of one build: each kernel's time moved by a log-normal factor of sigma
+    ``between`` per run (its repeats, consecutive calls, share it), ``within`` apart."""
+    rng = random.Random(seed)
+
+    def run() -> list[CaseRecord]:
+        found = []
+        for k in range(kernels):
+            level = 1e-4 * (1 + k % 7) * rng.lognormvariate(0, between)
+            found.append(timed(f"k{k}", [level * rng.lognormvariate(0, within)
+                                         for _ in range(5)],
+                               numpy=1e-3 * rng.lognormvariate(0, between)))
+        return found
+
+    return run(), run()
+
+
+def test_runs_of_one_build_moving_together_are_no_change() -> None:
+    """Repeats are consecutive calls: they share their run's noise. 170 kernels moving
+    between runs (sigma 15%, each kernel's repeats 1% apart): 3 pairs of 60 show a change
+    (the pair's noise taken at a family-wise 1%, its estimate from 170 kernels not exact);
+    the bound of 3 x MAD showed one in 21 pairs of 60. A steady pair's 1.5x: found."""
+    found = [comparison.compare(*same_build_pair(seed)) for seed in range(60)]
+    assert sum(not f.empty for f in found) <= 3
+    old, new = same_build_pair(3, between=0.02)
+    new[0] = replace(new[0], times=tuple(t * 1.5 for t in old[0].times or ()),
+                     perf=old[0].perf)
+    assert [s.case for s in comparison.compare(old, new).slower] == ["host-k0"]
+
+
+#: One threaded kernel's repeats in two -n 2 runs of one build on 2 cores (us)
+THREADED_RUNS = ([9.3, 3.9, 5.4, 1.4, 33.3], [55.6, 54.9, 56.2, 54.9, 54.0],
+                 [1.4, 1.4, 1.4, 1.5, 1.4], [113.3, 110.0, 108.0, 116.8, 112.4],
+                 [4.1, 4.0, 3.9, 3.9, 4.2], [52.4, 50.7, 52.0, 53.0, 52.7])
+
+
+def test_threaded_kernels_are_held_against_the_threaded_noise() -> None:
+    """Threaded kernels (``parallelize``) move 10x to 50x between runs with the cores
+    taken by other work, which numpy's one thread does not see: held against their own
+    group's noise, not the one-thread kernels'; a one-thread kernel 1.5x slower is found."""
+    rng = random.Random(11)
+    steady = [timed(f"s{k}", [t * 1e-5 * (1 + k) for t in BASE]) for k in range(20)]
+    old, new = list(steady), list(steady)
+    for k in range(12):
+        a, b = rng.sample(THREADED_RUNS, 2)
+        old.append(timed(f"t{k}", [t * 1e-6 for t in a], primitives=("parallelize",)))
+        new.append(timed(f"t{k}", [t * 1e-6 for t in b], primitives=("parallelize",)))
+    new[0] = timed("s0", [t * 1.5e-5 for t in BASE])
+    found = comparison.compare(old, new)
+    assert [s.case for s in found.slower] == ["host-s0"] and not found.faster
+    assert found.threaded_effect > 5 and found.effect == comparison.THRESHOLD
+    assert "threaded kernels" in found.headline()
+
+
+def test_a_kernels_own_spread_and_its_moment_raise_its_effect() -> None:
+    """A kernel whose repeats lie 5x apart in one bundle, or whose numpy time moved 3x at
+    its moment (the pair's machine unchanged): its 2.5x is within its own noise."""
+    steady = [timed(f"s{k}", [t * 1e-4 for t in BASE]) for k in range(20)]
+    spread_old = timed("a", [1e-5, 1e-5, 5e-5, 1e-5, 1e-5])
+    moved = [timed("b", [t * 1e-4 for t in BASE]), timed("b", [t * 2.5e-4 for t in BASE],
+                                                      numpy=3e-3)]
+    old = [*steady, spread_old, moved[0]]
+    new = [*steady, timed("a", [2.5e-5 * t for t in BASE]), moved[1]]
+    assert not comparison.compare(old, new).slower
+    new[-1] = replace(moved[1], perf={"numpy_median_s": 1e-3})  # numpy steady: found
+    assert [s.case for s in comparison.compare(old, new).slower] == ["host-b"]

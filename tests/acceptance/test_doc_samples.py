@@ -14,6 +14,7 @@ import pytest
 
 from pytest_xtc import cli
 from tests import ROOT
+from tests.support import readme
 
 GUIDE = ROOT / "docs" / "user-guide.md"
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")),
@@ -235,12 +236,9 @@ def test_the_readmes_faulty_target_fails_and_says_why(tmp_path: Path) -> None:
     line."""
     import shlex
 
-    text = (ROOT / "README.md").read_text()
-    line = re.search(r"^\$ (pytest --xtc-target=selftest-\S+ .+)$", text, re.M)
-    assert line, "README.md shows no selftest variant run as a target"
-    done = subprocess.run([sys.executable, "-m", *shlex.split(line[1]), "-p",
+    line = readme.faulty_target_line()
+    done = subprocess.run([sys.executable, "-m", *shlex.split(line), "-p",
                            "no:cacheprovider"], cwd=tmp_path, capture_output=True, text=True,
                           timeout=600, check=False)
-    assert done.returncode == 1, done.stdout[-2000:]
-    assert re.search(r"^\[check\] wrong results \(seed \d+\): output C: ", done.stdout, re.M)
-    assert re.search(r"^rerun alone: pytest 'pytest_xtc/conformance/", done.stdout, re.M)
+    readme.assert_failure_explained(done.returncode, done.stdout)
+

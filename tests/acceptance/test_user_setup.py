@@ -3,7 +3,8 @@
 The lines between ``<!-- user-setup -->`` and ``<!-- /user-setup -->`` (then those of
 ``<!-- quick-start -->``) are extracted and run, unedited, by bash in an empty directory,
 with this machine's python3 and no virtual environment active: a fresh venv, pytest-xtc
-installed from its repository, then the quick start, which must end green (exit 0).
+installed from its repository, then the quick start, which must end green (exit 0), then
+the README's faulty target (``selftest-<variant>``), which must end red, explained.
 
 The README installs from a clone of the repository (there is no public one yet, and the
 package is not on the index): the test clones this checkout's committed HEAD into the
@@ -26,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from tests import ROOT
+from tests.support import readme
 
 README = ROOT / "README.md"
 #: The folder the README's install line names: a clone of this repository.
@@ -89,7 +91,10 @@ def test_readme_user_set_up_and_quick_start_run_green(tmp_path: Path) -> None:
         pytest.skip("not a git checkout (an sdist?): the README installs from a clone, "
                     "which this test makes of the checkout")
     setup, start = readme_lines()
-    script = "set -euo pipefail\n" + "\n".join([*setup, *start]) + "\n"
+    faulty = tmp_path / "faulty.out"  # then the README's faulty target, in the same venv
+    script = ("set -euo pipefail\n" + "\n".join([*setup, *start]) + "\n"
+              f"set +e\n{readme.faulty_target_line()} > {faulty} 2>&1\n"
+              f"echo $? > {faulty}.rc\n")
     work = tmp_path / "user"
     work.mkdir()
     subprocess.run(["git", "clone", "--quiet", str(ROOT), str(work / CLONE)], check=True,
@@ -101,6 +106,8 @@ def test_readme_user_set_up_and_quick_start_run_green(tmp_path: Path) -> None:
     assert re.search(r"=+ XTC conformance =+", done.stdout), tail
     assert re.search(r"\d+ passed", done.stdout), tail
     assert not re.search(r"\d+ (failed|errors?)\b", done.stdout), tail
+    readme.assert_failure_explained(int((tmp_path / "faulty.out.rc").read_text()),
+                                    faulty.read_text())
 
 
 def test_python_versions_are_those_ci_tests() -> None:

@@ -13,12 +13,24 @@ the noise* (docs/report.md, "Comparing two bundles", says why this method):
 * *significant*: the Mann-Whitney U test of the two samples (two-sided, exact) gives
   p < ``alpha`` (0.01; with 5 repeats a side, only when the ranges do not overlap);
 * *large*: the bootstrap interval (99%, 2000 resamples of each side's repeats, seeded by
-  the case) of the ratio of medians lies wholly beyond the minimum effect, the larger of
-  ``threshold`` (10%) and the pair's own noise: how far the unchanged kernels moved,
-  3 x the scaled median absolute deviation of every compared kernel's log ratio;
-* kernels under :data:`MIN_KERNEL_S` on both sides are not compared (a call's overhead
-  and the timer decide their times: counted as too short); fewer than 4 repeats on a
-  side: not tested.
+  the case) of the ratio of medians lies wholly beyond the kernel's minimum effect, the
+  largest of ``threshold`` (10%), its group's noise, its own spread and its moment's:
+  - the group's noise: how far the pair's other kernels of its group moved: their log
+    ratios' scaled median absolute deviation times the normal quantile that N kernels
+    exceed with probability ``alpha`` in all (Bonferroni: about 4 for 170). Groups:
+    kernels on one thread, and *threaded* ones (scheduled with :data:`THREADED`), whose
+    time depends on how many cores were free at that moment, which numpy's one thread
+    does not see (on 2 cores with ``-n 2`` they move 13x to 800x between two runs);
+  - its own spread: how far its repeats lie apart in either bundle (largest over
+    smallest): a change within what one run already shows is not told from noise;
+  - its moment's: how far numpy's time for this graph moved beyond the machine's change
+    (a moment of load the pair's median does not show);
+
+  repeats are consecutive calls in one process: they show a run's noise, not how far two
+  runs lie apart, which these terms bound;
+* kernels under :data:`MIN_KERNEL_S` on both sides are not compared (a call's overhead,
+  the caches' state and the timer decide their times: counted as too short); fewer than
+  4 repeats on a side: not tested.
 """
 
 from __future__ import annotations
@@ -41,7 +53,9 @@ THRESHOLD = 0.10
 MIN_SAMPLES = 4
 #: Kernels faster than this (median, both sides) are not compared: their times are the
 #: call's overhead and the timer's resolution more than the kernel.
-MIN_KERNEL_S = 1e-6
+MIN_KERNEL_S = 1e-5
+#: The schedule primitive that spreads a kernel over threads (XTC's ``parallelize``).
+THREADED = "parallelize"
 CONFIDENCE = 0.99
 RESAMPLES = 2000
 #: Kernels a pair needs for its own noise figure (fewer: the threshold alone).
@@ -50,7 +64,9 @@ NOISE_KERNELS = 8
 WORSE = ("failed", "error", "invalid", "missing")
 TEST = (f"Mann-Whitney U p < {ALPHA} on each repeat's kernel time (over the machine's "
         f"change, numpy's median ratio) and the {CONFIDENCE:.0%} bootstrap interval of the "
-        f"ratio of medians beyond the larger of {THRESHOLD:.0%} and the pair's own noise")
+        f"ratio of medians beyond the largest of {THRESHOLD:.0%}, the noise of the pair's "
+        f"kernels of its group (one thread, threaded), its repeats' spread and numpy's "
+        f"change at its moment")
 
 
 @cache
@@ -105,6 +121,8 @@ class Speed:
     high: float = 0.0
     load: float = 1.0  # the machine's change taken out (numpy's, the pair's median)
     effect: float = THRESHOLD  # the minimum effect it was held against
+    moment: float = 0.0  # numpy's ratio NEW/OLD for this graph (0: not measured)
+    threaded: bool = False
 
 
 @dataclass
@@ -122,6 +140,8 @@ class Comparison:
     machine: float = 1.0  # how much slower NEW's machine ran (numpy's median ratio)
     noise: float = 0.0  # the pair's own noise (relative), see the module's docstring
     effect: float = THRESHOLD  # the minimum effect: max(threshold, noise)
+    threaded_noise: float = 0.0  # the same for the threaded kernels
+    threaded_effect: float = THRESHOLD
     test: str = TEST
 
     @property
@@ -149,7 +169,8 @@ class Comparison:
                 f"slower by numpy's times), {n['too_short']} too "
                 f"short to compare (under {MIN_KERNEL_S * 1e6:g} us), {n['untimed']} with "
                 f"too few repeats; minimum effect {self.effect:.0%} (noise of this pair "
-                f"{self.noise:.0%})")
+                f"{self.noise:.0%}), threaded kernels {self.threaded_effect:.0%}, or a "
+                f"kernel's own spread")
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -202,8 +223,23 @@ def _candidate(key: str, old: CaseRecord, new: CaseRecord) -> Speed | str:
     if before < MIN_KERNEL_S and after < MIN_KERNEL_S:
         return "short"
     ours, theirs = _numpy_median(old), _numpy_median(new)
-    return Speed(key, before, after, after / before, 1.0, (len(a), len(b)),
-                 load=theirs / ours if ours and theirs else 0.0)
+    moment = theirs / ours if ours and theirs else 0.0
+    return Speed(key, before, after, after / before, 1.0, (len(a), len(b)), load=moment,
+                 moment=moment, threaded=THREADED in _primitives(old) | _primitives(new))
+
+
+def _primitives(record: CaseRecord) -> set[str]:
+    found = (record.traits or {}).get("primitives")
+    return {str(p) for p in found} if isinstance(found, (list, tuple)) else set()
+
+
+def own_noise(speed: Speed, old: CaseRecord, new: CaseRecord) -> float:
+    """The kernel's own noise (relative): the wider spread of its repeats in either
+    bundle, or how far numpy's time at its moment moved beyond the machine's change."""
+    spreads = [max(t) / min(t) - 1 for t in (_times(old), _times(new)) if t and min(t) > 0]
+    moved = (math.exp(abs(math.log(speed.moment / speed.load))) - 1
+             if speed.moment > 0 and speed.load > 0 else 0.0)
+    return max([*spreads, moved])
 
 
 def _judged(speed: Speed, old: CaseRecord, new: CaseRecord, machine: float) -> Speed:
@@ -223,15 +259,28 @@ def machine_change(speeds: Sequence[Speed]) -> float:
     return math.exp(statistics.median(math.log(r) for r in found)) if found else 1.0
 
 
-def pair_noise(ratios: Sequence[float]) -> float:
-    """How far the kernels of a pair moved without a change (relative): 3 x the scaled
-    median absolute deviation of their log ratios (0 for fewer than :data:`NOISE_KERNELS`)."""
+def pair_noise(ratios: Sequence[float], alpha: float = ALPHA) -> float:
+    """How far the kernels of a pair move without a change (relative): the scaled median
+    absolute deviation of their log ratios times the two-sided normal quantile of
+    ``alpha / len(ratios)`` (no kernel past it but with probability ``alpha``, were the
+    log ratios normal); 0 for fewer than :data:`NOISE_KERNELS`."""
     if len(ratios) < NOISE_KERNELS:
         return 0.0
     logs = [math.log(r) for r in ratios]
     centre = statistics.median(logs)
     mad = statistics.median(abs(x - centre) for x in logs)
-    return math.exp(3 * 1.4826 * mad) - 1
+    quantile = statistics.NormalDist().inv_cdf(1 - alpha / (2 * len(ratios)))
+    return math.exp(quantile * 1.4826 * mad) - 1
+
+
+def _group_noise(speeds: Sequence[Speed], alpha: float) -> tuple[float, float]:
+    """The noise of the pair's kernels on one thread and of its threaded ones; a group of
+    fewer than :data:`NOISE_KERNELS` takes the whole pair's."""
+    whole = pair_noise([s.ratio for s in speeds], alpha)
+    groups = [[s.ratio for s in speeds if s.threaded == threaded] for threaded in (False, True)]
+    single, threaded = (pair_noise(g, alpha) if len(g) >= NOISE_KERNELS else whole
+                        for g in groups)
+    return single, threaded
 
 
 def by_key(records: Sequence[CaseRecord]) -> dict[str, CaseRecord]:
@@ -264,15 +313,18 @@ def compare(old: Sequence[CaseRecord], new: Sequence[CaseRecord], *, old_name: s
     found.timed = len(speeds)
     found.machine = machine_change(speeds)
     speeds = [_judged(s, before[s.case], after[s.case], found.machine) for s in speeds]
-    found.noise = pair_noise([s.ratio for s in speeds])
+    found.noise, found.threaded_noise = _group_noise(speeds, alpha)
     found.effect = max(threshold, found.noise)
+    found.threaded_effect = max(threshold, found.threaded_noise)
     for speed in speeds:
-        held = replace(speed, effect=found.effect)
+        group = found.threaded_effect if speed.threaded else found.effect
+        held = replace(speed, effect=max(group, own_noise(speed, before[speed.case],
+                                                          after[speed.case])))
         if speed.p >= alpha:
             continue
-        if speed.low > 1 + found.effect:
+        if speed.low > 1 + held.effect:
             found.slower.append(held)
-        elif speed.high < 1 / (1 + found.effect):
+        elif speed.high < 1 / (1 + held.effect):
             found.faster.append(held)
     found.slower.sort(key=lambda s: -s.ratio)
     found.faster.sort(key=lambda s: s.ratio)
