@@ -26,10 +26,10 @@ def lines(found: Comparison, width_limit: int = 30) -> list[str]:
     for title, speeds in (("slower", found.slower), ("faster", found.faster)):
         if speeds:
             rows = [[s.case, human_time(s.old_median_s), human_time(s.new_median_s),
-                     f"{s.ratio:.2f}x", f"{s.low:.2f}-{s.high:.2f}", f"{s.load:.2f}",
-                     f"{s.p:.3g}"] for s in speeds]
+                     f"{s.ratio:.2f}x", f"{s.low:.2f}-{s.high:.2f}", f"{s.effect:.0%}",
+                     f"{s.load:.2f}", f"{s.p:.3g}"] for s in speeds]
             out += ["", f"{title} kernels:",
-                    table(["case", "median was", "now", "ratio", "interval", "machine",
-                           "p"], cut(rows), width=120)]
+                    table(["case", "median was", "now", "ratio", "interval", "effect",
+                           "machine", "p"], cut(rows), width=120)]
     out += ["", f"speed test: {found.test}"]
     return out

@@ -13,9 +13,11 @@ def _speeds(title: str, speeds: list[Speed]) -> list[str]:
     if not speeds:
         return []
     rows = [[f"<span class=mono>{esc(s.case)}</span>", esc(human_time(s.old_median_s)),
-             esc(human_time(s.new_median_s)), f"{s.ratio:.2f}x", f"{s.p:.3g}"] for s in speeds]
+             esc(human_time(s.new_median_s)), f"{s.ratio:.2f}x", f"{s.effect:.0%}",
+             f"{s.p:.3g}"] for s in speeds]
     return [f"<h3>{title} kernels ({len(speeds)})</h3>",
-            *table(["case", "median was", "median now", "ratio", "p"], rows, numeric=4)]
+            *table(["case", "median was", "median now", "ratio", "effect", "p"], rows,
+                   numeric=5)]
 
 
 def changes(found: Comparison) -> list[str]:
