@@ -241,4 +241,3 @@ def test_the_readmes_faulty_target_fails_and_says_why(tmp_path: Path) -> None:
                            "no:cacheprovider"], cwd=tmp_path, capture_output=True, text=True,
                           timeout=600, check=False)
     readme.assert_failure_explained(done.returncode, done.stdout)
-

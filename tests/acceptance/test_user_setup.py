@@ -91,10 +91,11 @@ def test_readme_user_set_up_and_quick_start_run_green(tmp_path: Path) -> None:
         pytest.skip("not a git checkout (an sdist?): the README installs from a clone, "
                     "which this test makes of the checkout")
     setup, start = readme_lines()
-    faulty = tmp_path / "faulty.out"  # then the README's faulty target, in the same venv
+    # then the README's faulty target, in the same venv: its output and exit status
+    faulty, status = tmp_path / "faulty.out", tmp_path / "faulty.rc"
     script = ("set -euo pipefail\n" + "\n".join([*setup, *start]) + "\n"
               f"set +e\n{readme.faulty_target_line()} > {faulty} 2>&1\n"
-              f"echo $? > {faulty}.rc\n")
+              f"echo $? > {status}\n")
     work = tmp_path / "user"
     work.mkdir()
     subprocess.run(["git", "clone", "--quiet", str(ROOT), str(work / CLONE)], check=True,
@@ -106,8 +107,7 @@ def test_readme_user_set_up_and_quick_start_run_green(tmp_path: Path) -> None:
     assert re.search(r"=+ XTC conformance =+", done.stdout), tail
     assert re.search(r"\d+ passed", done.stdout), tail
     assert not re.search(r"\d+ (failed|errors?)\b", done.stdout), tail
-    readme.assert_failure_explained(int((tmp_path / "faulty.out.rc").read_text()),
-                                    faulty.read_text())
+    readme.assert_failure_explained(int(status.read_text()), faulty.read_text())
 
 
 def test_python_versions_are_those_ci_tests() -> None:

@@ -123,6 +123,7 @@ class Speed:
     effect: float = THRESHOLD  # the minimum effect it was held against
     moment: float = 0.0  # numpy's ratio NEW/OLD for this graph (0: not measured)
     threaded: bool = False
+    spread: float = 0.0  # the wider spread of its repeats (largest / smallest - 1)
 
 
 @dataclass
@@ -212,7 +213,7 @@ def bootstrap(a: Sequence[float], b: Sequence[float], key: str,
 
 
 def _candidate(key: str, old: CaseRecord, new: CaseRecord) -> Speed | str:
-    """The kernel's change before the machine's is taken out (``load``: numpy's ratio
+    """The kernel's change before the machine's is taken out (``moment``: numpy's ratio
     for this graph), or why none: ``untimed`` or ``short``."""
     a, b = _times(old), _times(new)
     if len(a) < MIN_SAMPLES or len(b) < MIN_SAMPLES:
@@ -223,9 +224,10 @@ def _candidate(key: str, old: CaseRecord, new: CaseRecord) -> Speed | str:
     if before < MIN_KERNEL_S and after < MIN_KERNEL_S:
         return "short"
     ours, theirs = _numpy_median(old), _numpy_median(new)
-    moment = theirs / ours if ours and theirs else 0.0
-    return Speed(key, before, after, after / before, 1.0, (len(a), len(b)), load=moment,
-                 moment=moment, threaded=THREADED in _primitives(old) | _primitives(new))
+    return Speed(key, before, after, after / before, 1.0, (len(a), len(b)),
+                 moment=theirs / ours if ours and theirs else 0.0,
+                 threaded=THREADED in _primitives(old) | _primitives(new),
+                 spread=max((max(t) / min(t) - 1 for t in (a, b) if min(t) > 0), default=0.0))
 
 
 def _primitives(record: CaseRecord) -> set[str]:
@@ -233,13 +235,13 @@ def _primitives(record: CaseRecord) -> set[str]:
     return {str(p) for p in found} if isinstance(found, (list, tuple)) else set()
 
 
-def own_noise(speed: Speed, old: CaseRecord, new: CaseRecord) -> float:
-    """The kernel's own noise (relative): the wider spread of its repeats in either
-    bundle, or how far numpy's time at its moment moved beyond the machine's change."""
-    spreads = [max(t) / min(t) - 1 for t in (_times(old), _times(new)) if t and min(t) > 0]
+def own_noise(speed: Speed) -> float:
+    """The kernel's own noise (relative), once judged: the wider spread of its repeats in
+    either bundle, or how far numpy's time at its moment moved beyond the machine's
+    change (``load``)."""
     moved = (math.exp(abs(math.log(speed.moment / speed.load))) - 1
              if speed.moment > 0 and speed.load > 0 else 0.0)
-    return max([*spreads, moved])
+    return max(speed.spread, moved)
 
 
 def _judged(speed: Speed, old: CaseRecord, new: CaseRecord, machine: float) -> Speed:
@@ -255,7 +257,7 @@ def machine_change(speeds: Sequence[Speed]) -> float:
     over the pair's kernels (numpy ran the same code in both; 1 when not measured). One
     figure for the pair: numpy's own time, measured once a graph, is too noisy to take
     out a kernel's load one by one."""
-    found = [s.load for s in speeds if s.load > 0]
+    found = [s.moment for s in speeds if s.moment > 0]
     return math.exp(statistics.median(math.log(r) for r in found)) if found else 1.0
 
 
@@ -318,8 +320,7 @@ def compare(old: Sequence[CaseRecord], new: Sequence[CaseRecord], *, old_name: s
     found.threaded_effect = max(threshold, found.threaded_noise)
     for speed in speeds:
         group = found.threaded_effect if speed.threaded else found.effect
-        held = replace(speed, effect=max(group, own_noise(speed, before[speed.case],
-                                                          after[speed.case])))
+        held = replace(speed, effect=max(group, own_noise(speed)))
         if speed.p >= alpha:
             continue
         if speed.low > 1 + held.effect:
