@@ -8,7 +8,8 @@ case's verdict (status, phase) is the same cold and warm.
 Every run also runs the case files of ``examples/model-cases/ci`` (copied, ``--xtc-cases``).
 ``--changed``: then one of those files changed (one schedule's tile size) and the warm run
 again: it compiles exactly that file's cases of that schedule (printed: ``compiled on the
-warm run``; cases whose compile fails are never kept: they compile on every run, said apart).
+warm run``; a compile the compiler refused is kept too, any other failing compile is
+never kept: it compiles on every run, said apart).
 ``--concurrent``: then two ``-n 2`` sessions at once on one empty cache, their verdicts
 compared with the cold run's. ``--shard I/N`` runs one shard of the catalog (a sample).
 ``--repeat N`` passes ``--xtc-repeat=N`` (0: no performance recorded, the checked work
@@ -88,7 +89,8 @@ def counts(found: Verdicts) -> str:
 
 
 def compiled(found: Verdicts) -> tuple[list[str], list[str]]:
-    """The cases compiled afresh: kept after, and those whose compile failed (never kept)."""
+    """The cases compiled afresh: kept after, and those whose compile failed (not kept:
+    a failure other than the compiler's refusal)."""
     fresh = [k for k, v in found.items() if v[2] is False]
     failing = [k for k in fresh if found[k][1] in ("compile", "schedule")]
     return sorted(set(fresh) - set(failing)), sorted(failing)
@@ -118,7 +120,7 @@ def changed(args: argparse.Namespace, tmp: Path, cache: Path, cases: Path, extra
     print(f"{CHANGED_FILE} changed ({CHANGED_FROM} -> {CHANGED_TO}; its cases changed: "
           f"{', '.join(expected)}): {elapsed:.1f} s; compiled on the warm run: {len(fresh)} "
           f"({', '.join(fresh)}); exactly the changed: {fresh == expected}; their compile "
-          f"failing (never kept): {len(failing)}; verdicts differing from the cold run's: "
+          f"failing (not kept): {len(failing)}; verdicts differing from the cold run's: "
           f"{len([k for k in differ(cold, found) if k in cold and k in found])}")
 
 
@@ -158,7 +160,7 @@ def main() -> None:
           f"{not differ(seen['cold'], seen['warm'])}")
     fresh, failing = compiled(seen["warm"])
     print(f"compiled on the warm run, nothing changed: {len(fresh)} {fresh[:10]}; their "
-          f"compile failing (never kept): {len(failing)}")
+          f"compile failing (not kept): {len(failing)}")
     if args.changed:
         changed(args, tmp, warm_cache, cases, extra, seen["cold"])
     if args.concurrent:

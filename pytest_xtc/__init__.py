@@ -14,6 +14,7 @@ if TYPE_CHECKING:
         ONCE,
         Artifact,
         Capabilities,
+        CompileRejected,
         ExportedKernel,
         InfrastructureError,
         KernelCache,
@@ -33,7 +34,8 @@ SUITE_VERSION = "0.2.0"
 
 _EXPORTS = {
     **dict.fromkeys(
-        ("ONCE", "Artifact", "Capabilities", "ExportedKernel", "InfrastructureError",
+        ("ONCE", "Artifact", "Capabilities", "CompileRejected", "ExportedKernel",
+         "InfrastructureError",
          "KernelCache", "OptionSpec", "Probe", "RunResult", "TargetAdapter", "TargetSpec",
          "Tier", "Timing"),
         "pytest_xtc.core.adapter",
@@ -48,6 +50,7 @@ __all__ = [
     "Artifact",
     "Capabilities",
     "Case",
+    "CompileRejected",
     "ExportedKernel",
     "InfrastructureError",
     "KernelCache",

@@ -69,8 +69,12 @@ def _key(names: Sequence[str], a: tuple[str, Any], b: tuple[str, Any]) -> Pair:
 
 
 def _completes(row: Row, values: Mapping[str, Sequence[Any]], rules: Sequence[Rule]) -> bool:
-    """Some full row allowed by the rules extends ``row`` (depth-first search)."""
-    rest = [n for n in values if n not in row]
+    """Some full row allowed by the rules extends ``row`` (depth-first search over the
+    parameters some rule names: any value of the others is allowed)."""
+    if not all(r.allows(row) for r in rules):
+        return False
+    named = {n for r in rules for n in (r.left, r.right)}
+    rest = [n for n in values if n not in row and n in named]
     if not rest:
         return True
     name = rest[0]

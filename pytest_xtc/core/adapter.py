@@ -169,6 +169,13 @@ class InfrastructureError(RuntimeError):
     that stops answering, a toolchain missing a file. Reported apart from wrong results."""
 
 
+class CompileRejected(RuntimeError):
+    """Raised by an adapter's ``compile()`` when its compiler refused the case with a
+    diagnostic of its own: the same case and toolchain always get the same refusal. The
+    kernel cache keeps such a refusal as it keeps a kernel (a rerun fails the case the
+    same way without compiling); no other failure is ever kept."""
+
+
 @dataclass
 class RunResult:
     """Outputs written in place by the kernel, and the kernel's times in seconds."""

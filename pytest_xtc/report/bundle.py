@@ -5,7 +5,8 @@ A bundle is a directory of six files (five when no performance was recorded: no
 
 ``results.jsonl``
     One JSON object per finished case (:class:`~pytest_xtc.report.parts.records.CaseRecord`),
-    written and fsync'd as each case ends, so a killed run keeps what finished.
+    written whole as each case ends, so a killed run keeps what finished (synced to disk
+    within a second: :class:`~pytest_xtc.report.files.atomic.LineAppender`).
 ``report.json``
     The report (:class:`~pytest_xtc.report.parts.model.Report`: suite, runs, targets with
     their verdicts per profile, totals, whether it certifies).

@@ -34,6 +34,8 @@ FORMAT = 1
 #: values, error rule, operand alignment, where it came from, tags, its twin.
 RUN_ONLY = frozenset({"values", "c", "exact_rule", "align", "source", "tags", "twin"})
 REUSE, KEEP = "reuse", "keep"  # WorkRequest.kernel: files placed; compile and send digests
+#: A kept refusal (``CompileRejected``): the entry's only file, the failure it reported
+REFUSAL = ".pytest-xtc-compile-refused.json"
 
 
 class KernelStore(Protocol):
@@ -55,6 +57,7 @@ class Lookup:
     key: str
     hit: bool
     note: str = ""
+    refused: dict[str, str] | None = None  # a kept refusal: {"failure": ..., "kind": ...}
 
 
 _identities: dict[int, tuple[Any, Any]] = {}
@@ -114,6 +117,12 @@ def before(adapter: TargetAdapter, case: Case, workdir: Path,
     if not store.refresh:
         workdir.mkdir(parents=True, exist_ok=True)
         lookup.hit, lookup.note = store.place(lookup.key, workdir)
+        if lookup.hit and (workdir / REFUSAL).is_file():
+            try:  # sealed and digested as it was placed
+                record = json.loads((workdir / REFUSAL).read_text())
+                lookup.refused = {"failure": str(record["failure"]), "kind": str(record["kind"])}
+            except (ValueError, KeyError, TypeError):
+                lookup.hit, lookup.note = False, "kernel cache: a kept refusal unreadable"
     return lookup
 
 
@@ -123,13 +132,19 @@ def mode(lookup: Lookup | None) -> str:
 
 
 def after(store: KernelStore | None, lookup: Lookup | None, workdir: Path,
-          files: Mapping[str, str] | None, notes: list[str]) -> None:
+          files: Mapping[str, str] | None, notes: list[str],
+          refused: Mapping[str, str] | None = None) -> None:
     """Keep the ``files`` a fresh compile left in ``workdir`` (the worker's digests, taken
-    right after it: ``Work.kernel_files``); add to ``notes`` what went wrong."""
+    right after it: ``Work.kernel_files``), or the compiler's ``refused`` (its failure and
+    kind: :data:`REFUSAL` alone is kept); add to ``notes`` what went wrong."""
     if lookup is None or store is None:
         return
     if lookup.note:
         notes.append(lookup.note)
+    if not lookup.hit and refused and not files:
+        data = json.dumps(dict(refused), sort_keys=True).encode()
+        (workdir / REFUSAL).write_bytes(data)
+        files = {REFUSAL: hashlib.sha256(data).hexdigest()}
     if not lookup.hit and files:
         note = store.store(lookup.key, workdir, files)
         if note:

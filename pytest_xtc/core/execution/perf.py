@@ -2,7 +2,9 @@
 
 A record is a flat dict of plain numbers (xdist ships it, bundles keep it as JSON):
 
-* the method: ``repeat``, ``number``, ``min_repeat_ms`` (XTC's evaluator settings);
+* the method: ``repeat``, ``number``, ``min_repeat_ms`` (XTC's evaluator settings), and
+  ``start_number``: the calls per measurement the kernel's timing loop started from (the
+  method's ``number``, raised by :func:`aimed` so that a first try lasts ``min_repeat_ms``);
 * the kernel's seconds per call over the repeats: ``median_s``, ``min_s``, ``max_s``,
   ``mean_s``, ``iqr_s``, ``rel_std`` (sample std / mean), ``rounds``;
 * ``flops`` (2*M*N*K per matmul, 2*N*OH*OW*F*R*S*C per conv2d; None without either),
@@ -31,6 +33,7 @@ import statistics
 import time
 from collections.abc import Callable, Hashable, Sequence
 from contextlib import AbstractContextManager, nullcontext
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -46,6 +49,10 @@ from pytest_xtc.ops.builder import Operand
 DEFAULT_TIMING = Timing(repeat=5, number=1, min_repeat_ms=1)
 
 Clock = Callable[[], float]
+#: How long a measurement's first try is aimed to last, in ``min_repeat_ms``: from one
+#: call's time, a margin for that call's noise (a try that falls short is still doubled).
+AIM = 1.5
+MAX_NUMBER = 1 << 24  # XTC's C loop counts its calls in an int, doubling a short try
 
 
 def flop_count(graph: GraphDict) -> int:
@@ -66,15 +73,33 @@ def kernel_calls(timing: Timing) -> int:
     return warm_up + max(timing.repeat, 1) * max(timing.number, 1)
 
 
+def aimed(timing: Timing, seconds: Sequence[float]) -> Timing:
+    """``timing`` with its ``number`` raised (never lowered) so that a measurement's first
+    try lasts about :data:`AIM` times ``min_repeat_ms`` by the shortest of ``seconds``
+    (single calls of the code timed, on the inputs timed). From one call, XTC's loop
+    doubles its count until a try lasts ``min_repeat_ms``, in every repeat: for a fast
+    kernel the tries that fall short cost as much again as the one kept. The measurement
+    itself (calls per try, at least ``min_repeat_ms``, the median of ``repeat``) is the
+    same. Unchanged without a minimum, a ``number`` or a positive time."""
+    known = [s for s in seconds if math.isfinite(s) and s > 0]
+    if timing.number < 1 or timing.min_repeat_ms <= 0 or not known:
+        return timing
+    wanted = math.ceil(AIM * timing.min_repeat_ms / 1000 / min(known))
+    return replace(timing, number=max(timing.number, min(wanted, MAX_NUMBER)))
+
+
 def time_calls(
     fn: Callable[[], object], timing: Timing, clock: Clock = time.perf_counter
 ) -> list[float]:
     """Seconds per call of ``fn``, measured as XTC's host evaluator measures a kernel: one
     warm-up call (none when ``number`` is 0), then ``repeat`` measurements of ``number``
-    calls, the count doubled until a measurement lasts ``min_repeat_ms``."""
+    calls, the count doubled until a measurement lasts ``min_repeat_ms``; ``number`` is
+    first :func:`aimed` by the warm-up call's time, as the kernel's by its checked call."""
     number = timing.number
     if number > 0:
+        start = clock()
         fn()
+        number = aimed(timing, [clock() - start]).number
     else:
         number = 1
     times = []
@@ -183,18 +208,21 @@ def record(
     clock: Clock = time.perf_counter,
     limits: Ceilings | None = None,
     same_as: Hashable | None = None,
+    start_number: int | None = None,
 ) -> dict[str, Any]:
     """The performance record of a passed case whose kernel took ``times`` (seconds per
     call, one per repeat); numpy's forward evaluation of ``graph`` on ``inputs`` is timed
     here, with the same ``timing``, unless it was for an earlier record of this process
     with the same ``same_as`` (a key naming the graph and the kind of its inputs; None:
     timed here); ``limits``: the device's ceilings (None: the peak times a margin, and
-    bounds no device reaches)."""
+    bounds no device reaches); ``start_number``: the kernel's loop's first count (None:
+    the method's ``number``)."""
     flops = flop_count(graph) or None
     perf: dict[str, Any] = {
         "repeat": timing.repeat,
         "number": timing.number,
         "min_repeat_ms": timing.min_repeat_ms,
+        "start_number": start_number or timing.number,
         "flops": flops,
     }
     kernel = spread(times) if times else {}

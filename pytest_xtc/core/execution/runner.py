@@ -153,10 +153,12 @@ def run_case(
         else:
             wanted = execute and not settings.pack_dir  # a packed case is judged later
             executor.kept = ""
-            done = executor.run(request, limits, references if wanted else None)
+            done = _refused(kept) or executor.run(request, limits, references if wanted else None)
             # a twin may run in that worker next, as after running this case first itself
             executor.kept = case.id if done.kept and not settings.kept_worker else ""
-            kernels.after(store, kept, workdir, done.kernel_files, done.notes)
+            refused = {"failure": done.failure, "kind": done.kind.detail} \
+                if done.rejected and done.kind else None
+            kernels.after(store, kept, workdir, done.kernel_files, done.notes, refused)
         interrupts.check()  # a Ctrl-C an in-process adapter swallowed: no verdict
     except isolation.ChildFailure as exc:
         phase = outcome_phase(exc.phase).value
@@ -178,6 +180,16 @@ def run_case(
     if done.notes:
         outcome.message = "; ".join(filter(None, [outcome.message, *done.notes]))
     return outcome
+
+
+def _refused(kept: kernels.Lookup | None) -> Work | None:
+    """The work of a case whose compile the compiler refused in an earlier run, the
+    refusal kept by the kernel cache (``CompileRejected``): nothing compiles or runs."""
+    if kept is None or not kept.refused:
+        return None
+    return Work(failure=kept.refused["failure"], rejected=True,
+                kind=FailureKind(Failure.EXCEPTION, kept.refused["kind"]),
+                notes=["the compiler's refusal kept by the kernel cache: not compiled again"])
 
 
 def _over_budget(case: Case, settings: Settings) -> str:
@@ -222,7 +234,7 @@ def _judge(
         run = partial(run_case, adapter)
         outcome = order.check(outcome, case, workdir, settings, run, previous)
     if outcome.status is Status.PASSED and settings.perf:
-        outcome.perf = _perf(adapter, case, inputs, outcome.times, settings)
+        outcome.perf = _perf(adapter, case, inputs, outcome.times, settings, done.start_number)
     return outcome
 
 
@@ -232,6 +244,7 @@ def _perf(
     inputs: list[np.ndarray],
     times: list[float],
     settings: Settings,
+    start_number: int | None = None,
 ) -> dict[str, Any]:
     """The case's performance record; a failure to make it is noted, never a verdict."""
     try:
@@ -240,7 +253,8 @@ def _perf(
         with np.errstate(all="ignore"):  # special values: numpy's own NaN and overflow
             return perf.record(case.graph, inputs, times, settings.timing, peak,
                                limits=perf.ceilings(adapter, case.dtype, peak),
-                               same_as=(graphs.canonical(case.graph), case.values))
+                               same_as=(graphs.canonical(case.graph), case.values),
+                               start_number=start_number)
     except Exception as exc:
         return {"error": describe_failure(exc)}
 

@@ -27,11 +27,17 @@ from typing import Any
 
 import numpy as np
 
-from pytest_xtc.core.adapter import ONCE, InfrastructureError, RunResult, TargetAdapter
+from pytest_xtc.core.adapter import (
+    ONCE,
+    CompileRejected,
+    InfrastructureError,
+    RunResult,
+    TargetAdapter,
+)
 from pytest_xtc.core.cases import graphs, values
 from pytest_xtc.core.cases.case import Case
 from pytest_xtc.core.cases.schedule_rules import INVALID_CASE, InvalidSchedule
-from pytest_xtc.core.execution import guard, kernels, placement
+from pytest_xtc.core.execution import guard, kernels, perf, placement
 from pytest_xtc.core.execution.settings import Settings
 from pytest_xtc.core.outcome import Failure, FailureKind, Phase
 from pytest_xtc.core.workers import confinement, interrupts, transfer
@@ -76,6 +82,8 @@ class Work:
     kept: bool = False  # the worker that did it is kept for the next case (``keep_worker``)
     #: the work folder's files right after a fresh compile, for the kernel cache (kernels.py)
     kernel_files: dict[str, str] | None = None
+    start_number: int | None = None  # the timed call's first count (``perf.aimed``)
+    rejected: bool = False  # the compiler refused the case (``CompileRejected``): kept
 
     @property
     def outputs(self) -> list[np.ndarray]:
@@ -304,6 +312,7 @@ def target_work(
         done.phase, done.failure = phase, f"{phase} failed: {describe_failure(exc)}"
         done.kind = FailureKind(Failure.EXCEPTION, type(exc).__name__)
         done.infrastructure = is_infrastructure(exc, phase)
+        done.rejected = phase == Phase.COMPILE and isinstance(exc, CompileRejected)
     except BaseException as exc:
         if isinstance(exc, KeyboardInterrupt) and not in_worker:
             raise
@@ -319,13 +328,14 @@ def _call_all(call: Callable[..., tuple[Call, RunResult]], request: WorkRequest,
     call) are checked like the others. Returns the timed call's times."""
     inputs, outputs, settings = request.inputs, request.outputs, request.settings
     start = time.perf_counter()
-    first, _ = call(inputs, outputs, ONCE)
+    first, once = call(inputs, outputs, ONCE)
     done.run_s = time.perf_counter() - start
     done.calls = [first]
     for n, more in enumerate(request.more, 1):
         done.calls.append(call(more, outputs, ONCE, call=n)[0])
-    timed, result = call(inputs, outputs, settings.timing, phase=TIMED_RUN,
-                         call=len(done.calls))
+    timing = perf.aimed(settings.timing, getattr(once, "times", None) or [])  # same inputs
+    done.start_number = timing.number
+    timed, result = call(inputs, outputs, timing, phase=TIMED_RUN, call=len(done.calls))
     timed.timed = True
     done.calls.append(timed)
     if settings.repeat_check:  # the timed call reran the first call's inputs

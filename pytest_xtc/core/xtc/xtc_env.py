@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from pytest_xtc.core.adapter import ONCE, RunResult, Timing
+from pytest_xtc.core.adapter import ONCE, CompileRejected, RunResult, Timing
 from pytest_xtc.core.cases import graphs
 from pytest_xtc.core.cases.case import DEVICE, Case
 from pytest_xtc.core.execution.placement import SOURCE_IR
@@ -215,8 +215,9 @@ def compile_case(
             raise CompileError(f"{type(exc).__name__}: {exc}; compiler said: {found}") from exc
 
 
-class CompileError(RuntimeError):
-    """XTC's compile failed; the message carries the compiler's own diagnostics."""
+class CompileError(CompileRejected):
+    """XTC's compile failed; the message carries the compiler's own diagnostics (MLIR's
+    ``error:`` lines: a refusal the kernel cache keeps)."""
 
 
 _DIAGNOSTIC = re.compile(r"(?:^|\b)(?:error|MLIR Error):\s*(.+)$")

@@ -91,6 +91,9 @@ def ratio_by_group(records: Iterable[CaseRecord]) -> dict[str, float]:
     return {key: statistics.median(found[key]) for key in sorted(found)}
 
 
+_drawn: dict[str, str] = {}  # the last chart drawn, by its figures (a bundle draws it twice)
+
+
 def render(records: Iterable[CaseRecord]) -> str | None:
     """The chart as SVG text, or None when no record has performance figures or when
     matplotlib is missing (then with a warning)."""
@@ -98,6 +101,17 @@ def render(records: Iterable[CaseRecord]) -> str | None:
     data, ratios = gflops_by_group(records), ratio_by_group(records)
     if not data and not ratios:
         return None
+    figures = repr((sorted(data.items()), sorted(ratios.items())))
+    if figures in _drawn:
+        return _drawn[figures]
+    svg = _draw(data, ratios)
+    if svg is not None:
+        _drawn.clear()
+        _drawn[figures] = svg
+    return svg
+
+
+def _draw(data: Mapping[str, tuple[float, float]], ratios: Mapping[str, float]) -> str | None:
     if importlib.util.find_spec("matplotlib") is None:
         warnings.warn(MISSING, stacklevel=2)
         return None

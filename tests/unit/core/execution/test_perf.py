@@ -82,16 +82,40 @@ def test_time_calls_measures_like_xtcs_evaluator() -> None:
         calls.append(1)
         tick(0.3e-3)
 
-    # One warm-up call; each repeat doubles 1, 2, 4 calls until it lasts 1 ms.
-    times = perf.time_calls(kernel, Timing(repeat=3, number=1, min_repeat_ms=1), clock)
+    # One warm-up call, timed: each repeat starts from the count it aims at 1.5 ms (6
+    # calls), where from 1 call it doubled 1, 2, 4 until 1 ms (7 calls, 3 tries, in each).
+    timing = Timing(repeat=3, number=1, min_repeat_ms=1)
+    times = perf.time_calls(kernel, timing, clock)
     assert times == pytest.approx([0.3e-3] * 3)
-    assert len(calls) == 1 + 3 * (1 + 2 + 4)
+    aimed = perf.aimed(timing, [0.3e-3]).number
+    assert aimed * 0.3e-3 >= 1e-3 and len(calls) == 1 + 3 * aimed < 1 + 3 * (1 + 2 + 4)
+    calls.clear()
+
+    def slow_first_call() -> None:  # a warm-up 10 times the others: aimed at 1 call
+        tick(3e-3 if not calls else 0.3e-3)
+        calls.append(1)
+
+    assert perf.time_calls(slow_first_call, timing, clock) == pytest.approx([0.3e-3] * 3)
+    assert len(calls) == 1 + 3 * (1 + 2 + 4)  # still doubled until each try lasts 1 ms
     calls.clear()
     assert perf.time_calls(kernel, Timing(2, 5, 0), clock) == pytest.approx([0.3e-3] * 2)
     assert len(calls) == 1 + 2 * 5
     calls.clear()
     perf.time_calls(kernel, Timing(1, 0, 0), clock)  # number 0: no warm-up, one call
     assert len(calls) == 1
+
+
+def test_aimed_raises_the_count_never_lowers_it() -> None:
+    timing = Timing(repeat=5, number=1, min_repeat_ms=1)
+    assert perf.aimed(timing, [1e-6]).number == 1500  # a first try of 1.5 ms
+    assert perf.aimed(timing, [2e-6, 1e-6]).number == 1500  # by the shortest call
+    assert perf.aimed(timing, [1.0]).number == 1  # a call longer than the minimum
+    assert perf.aimed(Timing(5, 4000, 1), [1e-6]).number == 4000  # the user's own count
+    assert perf.aimed(timing, [1e-15]).number == perf.MAX_NUMBER
+    for unknown in ([], [0.0], [-1.0], [float("nan")], [float("inf")]):
+        assert perf.aimed(timing, unknown) == timing
+    assert perf.aimed(Timing(5, 1, 0), [1e-6]) == Timing(5, 1, 0)  # no minimum: as asked
+    assert perf.aimed(Timing(5, 0, 1), [1e-6]) == Timing(5, 0, 1)  # number 0: as asked
 
 
 def test_spread() -> None:

@@ -94,6 +94,10 @@ def test_all_pairs_covers_every_allowed_pair_and_keeps_the_rules() -> None:
     assert feasible_pairs(values, rules) == reachable
     assert measure("t", rows, values, rules).complete
     assert len(rows) < len(allowed) / 2
+    # the pair of the only two parameters a rule names: held to it, none left to extend
+    two = {"a": [1, 2], "b": [1, 2]}
+    assert feasible_pairs(two, [Rule.parse("b >= a", list(two))]) == {
+        (("a", 1), ("b", 1)), (("a", 1), ("b", 2)), (("a", 2), ("b", 2))}
 
 
 def test_all_pairs_rows_are_kept_across_sessions_and_a_damaged_entry_is_not_used(
