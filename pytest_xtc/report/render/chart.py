@@ -101,20 +101,17 @@ def render(records: Iterable[CaseRecord]) -> str | None:
     data, ratios = gflops_by_group(records), ratio_by_group(records)
     if not data and not ratios:
         return None
-    figures = repr((sorted(data.items()), sorted(ratios.items())))
-    if figures in _drawn:
-        return _drawn[figures]
-    svg = _draw(data, ratios)
-    if svg is not None:
-        _drawn.clear()
-        _drawn[figures] = svg
-    return svg
-
-
-def _draw(data: Mapping[str, tuple[float, float]], ratios: Mapping[str, float]) -> str | None:
     if importlib.util.find_spec("matplotlib") is None:
         warnings.warn(MISSING, stacklevel=2)
         return None
+    figures = repr((sorted(data.items()), sorted(ratios.items())))
+    if figures not in _drawn:
+        _drawn.clear()
+        _drawn[figures] = _draw(data, ratios)
+    return _drawn[figures]
+
+
+def _draw(data: Mapping[str, tuple[float, float]], ratios: Mapping[str, float]) -> str:
     import matplotlib
 
     matplotlib.use("Agg")

@@ -140,7 +140,8 @@ def test_spares_grow_the_heap_as_the_first_cases_did() -> None:
     their own call writes its heap with a fraction of the faults."""
     with _heap_taken():
         found, unprepared = _ahead_and_not(grow_heap)
-    assert unprepared >= PAGES and found[0] >= PAGES
+    # about a fault a page (a few may be in already: 2046 of 2048 seen once under load)
+    assert unprepared >= PAGES - PAGES // 64 and found[0] >= PAGES - PAGES // 64
     for faults in found[3:]:  # forked once calls 1 and 2 had said
         assert faults < PAGES // 16, found
 
