@@ -37,7 +37,7 @@ from pytest_xtc.core.adapter import (
 from pytest_xtc.core.adapters.cache_seal import cache_dir
 from pytest_xtc.core.cases.case import HOST, Case
 from pytest_xtc.core.pack import device_aarch64
-from pytest_xtc.core.xtc import xtc_env
+from pytest_xtc.core.xtc import translation, xtc_env
 from pytest_xtc.targets.toolchains import aarch64 as cross
 from pytest_xtc.targets.toolchains.embedded import EmbeddedRuntime
 
@@ -156,6 +156,7 @@ class Aarch64Target(TargetAdapter):
         backend, sched = xtc_env.scheduled(case, workdir, None)
         compiler = cross.cross_compiler()(backend, shared_lib=True, arch="aarch64",
                                           cpu=self.cpu(), dump_file=str(workdir / "kernel"))
+        translation.in_process(compiler.target)
         with xtc_env.diagnostics():
             module = compiler.compile(sched)
         files = sorted(p for p in workdir.rglob("*") if p.is_file())
@@ -166,6 +167,9 @@ class Aarch64Target(TargetAdapter):
         machine = cross.elf_machine(library)
         assert machine == cross.EM_AARCH64, (
             f"{library.name}: ELF machine {machine}, not AArch64 ({cross.EM_AARCH64})")
+
+    def prepare(self, workdir: Path) -> None:
+        translation.prepare()  # MLIR's translation context, for the workers forked after
 
     # -- flash, run there --------------------------------------------------------------------
 

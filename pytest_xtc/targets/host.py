@@ -25,7 +25,7 @@ from pytest_xtc.core.adapter import (
 )
 from pytest_xtc.core.cases.case import HOST, Case
 from pytest_xtc.core.judging.plausibility import Ceilings
-from pytest_xtc.core.xtc import kept_kernels, xtc_env
+from pytest_xtc.core.xtc import kept_kernels, translation, xtc_env
 from pytest_xtc.core.xtc.xtc_env import evaluate as evaluate  # the name vendors use
 
 #: The fastest CPU clock shipped (an Intel i9-14900KS's turbo, 6.2 GHz): the clock where
@@ -103,6 +103,7 @@ class HostTarget(TargetAdapter):
         xtc_env.import_mlir_backend("xtc.targets.host", *CPU_COMPILE_PATH)
         resolve_runtime(RuntimeType.HOST)
         xtc_env.warm_up(workdir / "warm-up")  # for the workers forked for one case each
+        translation.prepare()  # MLIR's translation context, the host's triple: made once
 
     def peak_flops(self, dtype: str) -> float | None:
         from xtc.runtimes.host import HostRuntime

@@ -23,7 +23,6 @@ import pytest
 
 from pytest_xtc.conformance import builtin_cases
 from pytest_xtc.core.adapter import TargetSpec
-from pytest_xtc.core.adapters import declcache, kernel_cache
 from pytest_xtc.core.execution.runner import Settings, run_case
 from pytest_xtc.core.outcome import Outcome, Status
 from pytest_xtc.selftest import faults
@@ -31,15 +30,6 @@ from pytest_xtc.targets.host import HostTarget
 
 BY_ID = {c.id: c for c in builtin_cases()}
 CASE = "conv2d-float32-1x9x9x3-3x3x8-s2-p1-tile"
-
-
-@pytest.fixture
-def kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> kernel_cache.KernelCache:
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    monkeypatch.delenv(declcache.ENV_SWITCH, raising=False)
-    store = kernel_cache.opened("on", folder=tmp_path / "kernels")
-    assert store is not None
-    return store
 
 
 def run(case, tmp_path: Path, store, name: str, adapter=None) -> Outcome:

@@ -14,7 +14,6 @@ import pytest
 from pytest_xtc import CompileRejected
 from pytest_xtc.conformance import builtin_cases
 from pytest_xtc.core.adapter import TargetSpec
-from pytest_xtc.core.adapters import declcache, kernel_cache
 from pytest_xtc.core.execution import kernels
 from pytest_xtc.core.execution.runner import Settings, run_case
 from pytest_xtc.core.outcome import Outcome, Status
@@ -23,15 +22,6 @@ from pytest_xtc.targets.host import HostTarget
 BY_ID = {c.id: c for c in builtin_cases()}
 REFUSED_BY_XTC = "relu-float64-1x1-tile"  # XTC <= 0.3.2: an f32 zero in a float64 relu
 PASSING = "relu-float32-1x1-tile"
-
-
-@pytest.fixture
-def kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> kernel_cache.KernelCache:
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    monkeypatch.delenv(declcache.ENV_SWITCH, raising=False)
-    store = kernel_cache.opened("on", folder=tmp_path / "kernels")
-    assert store is not None
-    return store
 
 
 class Failing(HostTarget):

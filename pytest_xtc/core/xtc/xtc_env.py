@@ -27,7 +27,7 @@ from pytest_xtc.core.cases import graphs
 from pytest_xtc.core.cases.case import DEVICE, Case
 from pytest_xtc.core.execution.placement import SOURCE_IR
 from pytest_xtc.core.versions import installed
-from pytest_xtc.core.xtc import kept_kernels, runtime_cache
+from pytest_xtc.core.xtc import kept_kernels, runtime_cache, translation
 from pytest_xtc.core.xtc.libraries import (  # noqa: F401  (re-exported: xtc_env's names)
     bootstrap,
     host_runtime_library,
@@ -205,6 +205,7 @@ def compile_case(
     compiler = backend.get_compiler(
         target=target, shared_lib=True, dump_file=str(workdir / "kernel"), **compiler_options
     )
+    translation.in_process(compiler.target)
     with diagnostics() as said:
         try:
             return compiler.compile(sched)
