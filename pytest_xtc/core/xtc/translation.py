@@ -57,8 +57,8 @@ def in_process(target: Any) -> Any:
 
     def execute(cmd: list[str], input_pipe: str | None = None,
                 pipe_stdoutput: bool = True) -> subprocess.CompletedProcess[Any]:
-        written = _output(cmd, input_pipe)
-        if written is not None and input_pipe is not None and translated(input_pipe, written):
+        written = _output(cmd)
+        if input_pipe is not None and written is not None and translated(input_pipe, written):
             return subprocess.CompletedProcess(cmd, 0, "" if pipe_stdoutput else None)
         return run(cmd, input_pipe, pipe_stdoutput)
 
@@ -79,10 +79,10 @@ def _native_install(target: Any) -> str | None:
     return str(getattr(config, "llvm_install_dir", "")) or None
 
 
-def _output(cmd: list[str], input_pipe: str | None) -> Path | None:
+def _output(cmd: list[str]) -> Path | None:
     """The file ``cmd`` would write, where it is the translation answered here."""
     tool, options = TRANSLATE
-    if (input_pipe is None or len(cmd) != len(options) + 3 or Path(cmd[0]).name != tool
+    if (len(cmd) != len(options) + 3 or Path(cmd[0]).name != tool
             or tuple(cmd[1:-2]) != options or cmd[-2] != "-o"):
         return None
     return Path(cmd[-1])

@@ -35,15 +35,33 @@ class Recorder:
         return subprocess.CompletedProcess(cmd, 0, "")
 
 
-def _llvm_target(recorder: Recorder | None = None) -> Any:
+def _xtc_target(**config: Any) -> Any:
+    """XTC's own LLVM target, as XTC makes it (not answered in process)."""
     xtc_env.bootstrap()
     from xtc.backends.mlir.MlirConfig import MlirConfig
     from xtc.backends.mlir.MlirTarget.MlirLLVMTarget import MlirLLVMTarget
 
-    target = MlirLLVMTarget(MlirConfig())
+    return MlirLLVMTarget(MlirConfig(**config))
+
+
+def _llvm_target(recorder: Recorder | None = None) -> Any:
+    target = _xtc_target()
     if recorder is not None:
         target.execute_command = recorder
     return translation.in_process(target)
+
+
+def started(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """From now on, the names of the programs ``subprocess.run`` starts (each still run)."""
+    names: list[str] = []
+    real_run = subprocess.run
+
+    def run(cmd: Any, *args: Any, **kwargs: Any) -> Any:
+        names.append(Path(cmd[0]).name)
+        return real_run(cmd, *args, **kwargs)
+
+    monkeypatch.setattr(subprocess, "run", run)
+    return names
 
 
 @pytest.mark.parametrize("case_id", CASES)
@@ -59,20 +77,13 @@ def test_the_llvm_ir_is_the_tools_byte_for_byte(case_id: str, tmp_path: Path,
         seen.append((text, written.read_text() if done else ""))
         return done
 
-    started: list[list[str]] = []
-    real_run = subprocess.run
-
-    def run(cmd: Any, *args: Any, **kwargs: Any) -> Any:
-        started.append(list(cmd))
-        return real_run(cmd, *args, **kwargs)
-
     monkeypatch.setattr(translation, "translated", recorded)
-    monkeypatch.setattr(subprocess, "run", run)
+    names = started(monkeypatch)
     case = next(c for c in builtin_cases() if c.id == case_id)
     module = xtc_env.compile_case(case, tmp_path, "llvmir")
     monkeypatch.undo()
     assert Path(module.file_name).is_file()
-    assert [Path(c[0]).name for c in started if Path(c[0]).name == "mlir-translate"] == []
+    assert "llc" in names and "mlir-translate" not in names
     [(text, mine)] = seen
     tool = subprocess.run([_tool(), "--mlir-to-llvmir"], input=text, capture_output=True,
                           text=True, check=True)
@@ -131,34 +142,19 @@ def test_prepared_a_compile_starts_no_llvm_config_and_no_thread(
     nobody: XTC's own answer, asked once, which a fresh XTC target still gives; and
     preparing started no thread (workers are forked from that process)."""
     xtc_env.bootstrap()
-    from xtc.backends.mlir.MlirConfig import MlirConfig
-    from xtc.backends.mlir.MlirTarget.MlirLLVMTarget import MlirLLVMTarget
-
     before = _threads()
     translation.prepare()
     assert _threads() == before
-    started: list[str] = []
-    real_run = subprocess.run
-
-    def run(cmd: Any, *args: Any, **kwargs: Any) -> Any:
-        started.append(Path(cmd[0]).name)
-        return real_run(cmd, *args, **kwargs)
-
-    monkeypatch.setattr(subprocess, "run", run)
+    names = started(monkeypatch)
     case = next(c for c in builtin_cases() if c.id == CASES[0])
     xtc_env.compile_case(case, tmp_path, "llvmir")
     monkeypatch.undo()
-    assert "llc" in started and "llvm-config" not in started and "mlir-translate" not in started
-    fresh = MlirLLVMTarget(MlirConfig())._native_target_triple  # XTC asks llvm-config
-    assert fresh and translation.in_process(MlirLLVMTarget(MlirConfig()))._native_target_triple \
-        == fresh
+    assert "llc" in names and "llvm-config" not in names and "mlir-translate" not in names
+    fresh = _xtc_target()._native_target_triple  # XTC asks llvm-config
+    assert fresh and translation.in_process(_xtc_target())._native_target_triple == fresh
 
 
 def test_a_cross_target_asks_no_host_triple() -> None:
-    xtc_env.bootstrap()
-    from xtc.backends.mlir.MlirConfig import MlirConfig
-    from xtc.backends.mlir.MlirTarget.MlirLLVMTarget import MlirLLVMTarget
-
     translation.prepare()
-    target = translation.in_process(MlirLLVMTarget(MlirConfig(arch="aarch64")))
+    target = translation.in_process(_xtc_target(arch="aarch64"))
     assert not hasattr(target, "_native_target_triple_cache")
